@@ -1,8 +1,18 @@
-# freeze_lib.sh — what tests/paper_freeze_tfm.sh and tests/ds_freeze.sh
-# share (sourced after tests/ft_lib.sh, with name, tmp, zerosim, status
-# and llama, report/models' llama-tiny.json, set):
+# freeze_lib.sh — what tests/paper_freeze_tfm.sh, tests/paper_lora.sh and
+# tests/ds_freeze.sh share (sourced after tests/ft_lib.sh, with name, tmp,
+# zerosim and status set; it sets gpt2 and llama, report/models'
+# gpt2-tiny.json and llama-tiny.json):
 # fz_agree OPTIONS...: theory = measure (tests/json_agree) for a sweep at
 #   --seq 16 --batch 2 --steps 2, counted in configs, its points in points.
+# fz_close A B: the losses of measure files A and B (fz_losses: one a
+#   line) within 1e-5 relative, 3 each (the paper's step against the
+#   PyTorch step's); the relative differences in $tmp/cmp.
+# fz_train WHAT WRAPPER SCHEMES OPTIONS...: the PyTorch step's losses
+#   (--wrapper WRAPPER, $fz_torch) and each of the paper's SCHEMES'
+#   (--unit layer) over OPTIONS, fz_close (counted in checked).
+# fz_control OPTIONS...: the control: tests/ft_lib.sh's tiny llama, N = 1,
+#   the PyTorch step with OPTIONS against the paper's without them: the
+#   losses must differ (else fz_train could not fail).
 # fz_units: llama-tiny's units (theory --unit layer: the embedding,
 #   block 0, block 1, the head, in the flat vector's order) into units,
 #   e (the embedding's elements), b0 (block 0's) and n = e + b0, and its
@@ -39,6 +49,10 @@
 agree=$top/tests/json_agree
 [ -x "$agree" ] || { echo "$name: $agree is not built" >&2; exit 99; }
 configs=0 points=0
+gpt2=$src/report/models/gpt2-tiny.json llama=$src/report/models/llama-tiny.json
+for f in "$gpt2" "$llama"; do
+	[ -r "$f" ] || { echo "$name: $f is missing" >&2; exit 99; }
+done
 fz_agree() {
 	configs=$((configs + 1))
 	common="--seq 16 --batch 2 --steps 2 $*"
@@ -53,6 +67,56 @@ fz_agree() {
 		echo "$name: FAIL for: $*" >&2
 		cat "$tmp/out" >&2
 		status=1
+	fi
+}
+fz_losses() {
+	tr -d ' \n\t' <"$1" | grep -o '"losses":\[[^]]*\]' | head -1 | sed 's/.*\[//; s/\]//' | tr ',' '\n'
+}
+fz_close() {
+	fz_losses "$1" >"$tmp/la"
+	fz_losses "$2" >"$tmp/lb"
+	[ "$(wc -l <"$tmp/la")" -eq 3 ] && [ "$(wc -l <"$tmp/lb")" -eq 3 ] ||
+		{ echo "$name: 3 losses expected in each file" >&2; exit 99; }
+	paste "$tmp/la" "$tmp/lb" | awk -v tol=1e-5 '
+		{ d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1)
+		  printf " %.2g", r; if (!(r <= tol)) bad = 1 }
+		END { exit bad }' >"$tmp/cmp"
+}
+
+# The PyTorch step the paper's is held to (the engine at --seq T - 1: the
+# plain loop scores T - 1 tokens of a row, as tests/paper_accum_tfm.sh says).
+fz_torch="--framework torch --torch-version 1.13 --torch-device cpu --optimizer-impl single --zero-grad none --attn eager"
+checked=0
+fz_train() {
+	what=$1 wrapper=$2 schemes=$3
+	shift 3
+	# shellcheck disable=SC2086
+	"$zerosim" measure "$@" --schemes dp $fz_torch --wrapper "$wrapper" --seq 32 --out "$tmp/a.json" || exit 99
+	for scheme in $(echo "$schemes" | tr ',' ' '); do
+		"$zerosim" measure "$@" --schemes "$scheme" --unit layer --seq 31 --out "$tmp/b.json" || exit 99
+		checked=$((checked + 1))
+		if fz_close "$tmp/a.json" "$tmp/b.json"; then
+			echo "ok: $what $scheme against --wrapper $wrapper: relative$(cat "$tmp/cmp")"
+		else
+			echo "$name: FAIL: $what $scheme against --wrapper $wrapper: the losses differ by more than 1e-5" \
+				"(relative$(cat "$tmp/cmp"))" >&2
+			status=1
+		fi
+	done
+}
+
+fz_control() {
+	common="--model $tmp/llama.json --world 1 --precision fp32 --batch 2 --steps 3 --schemes dp"
+	# shellcheck disable=SC2086
+	"$zerosim" measure $common $fz_torch --wrapper none --seq 32 "$@" --out "$tmp/a.json" || exit 99
+	# shellcheck disable=SC2086
+	"$zerosim" measure $common --seq 31 --out "$tmp/b.json" || exit 99
+	if fz_close "$tmp/a.json" "$tmp/b.json"; then
+		echo "$name: FAIL: the control (the paper's step without $*) agrees with the PyTorch step with it:" \
+			"the check cannot fail" >&2
+		status=1
+	else
+		echo "ok: the control (the paper's step without $*) differs:$(cat "$tmp/cmp")"
 	fi
 }
 

@@ -71,7 +71,8 @@ refuse() { # WHAT TEXT MODEL ARGS...: zerosim theory must refuse with one line n
 }
 # shellcheck disable=SC2086
 {
-	refuse "--framework paper" "only under --framework torch" gpt2 --framework paper --lora-r 4
+	refuse "--framework deepspeed's own step" "deepspeed --wrapper auto is not described with LoRA" gpt2 \
+		--framework deepspeed --lora-r 4 # --framework paper runs it: tests/paper_lora.sh
 	refuse "--attn sdpa" "with --attn sdpa is not described" gpt2 --world 1 --framework torch --wrapper none \
 		--torch-version 2.6 --torch-device cpu --attn sdpa --lora-r 4
 	refuse "phi3 without targets" "PEFT has no default LoRA targets for a phi3" phi3 $plain --lora-r 4

@@ -249,6 +249,8 @@ EXTRA_DIST += tests/ft_freeze.sh
 # (about 10 s on one core)
 TESTS += tests/paper_freeze_tfm.sh
 EXTRA_DIST += tests/paper_freeze_tfm.sh
+TESTS += tests/paper_lora.sh
+EXTRA_DIST += tests/paper_lora.sh
 # The floors under --freeze by hand, and the report of frozen paper and
 # DeepSpeed runs: their points at the frozen floors, none unexplained
 # (about 3 s)

@@ -184,7 +184,7 @@ static void with_adapters(const char *model, unsigned r, const char *targets, ui
 	char name[192];
 	adapt(&f, model, r, targets);
 	uint64_t base = f.p.numel;
-	zs_lora_describe(&f.p, &f.s);
+	zs_lora_describe(&f.p, &f.s, 0);
 	ck_assert_uint_eq(zs_freeze_trained(&f.p), peft);
 	ck_assert_uint_eq(f.p.numel, base + peft);
 	size_t k = 0;
@@ -230,7 +230,7 @@ START_TEST(test_adapter_shapes_are_a_r_in_and_b_out_r)
 	struct fixture f;
 	char name[192];
 	adapt(&f, "report/models/llama-tiny.json", 4, NULL);
-	zs_lora_describe(&f.p, &f.s);
+	zs_lora_describe(&f.p, &f.s, 0);
 	const struct step_tensor *a = named(&f.p, "model.layers.0.self_attn.v_proj.lora_A.default.weight");
 	const struct step_tensor *b = named(&f.p, "model.layers.0.self_attn.v_proj.lora_B.default.weight");
 	ck_assert_ptr_nonnull(a);
@@ -242,6 +242,107 @@ START_TEST(test_adapter_shapes_are_a_r_in_and_b_out_r)
 	ck_assert_str_eq(step_module_name(&f.p, b->module, name, sizeof name),
 	                 "model.layers.0.self_attn.v_proj.lora_B.default");
 	release(&f);
+}
+END_TEST
+
+/* What the step keeps with llama-tiny's adapters (util/step.h), B·T =
+ * 2·16 rows: the step's buffers, --freeze's marks applied (the base is
+ * frozen), then the adapters' own (step_buffers_lora). */
+static void saved_with(struct fixture *f, struct step_buffers *b, unsigned r, const char *targets, double dropout,
+                       int mixed, enum zs_recompute rc)
+{
+	adapt(f, "report/models/llama-tiny.json", r, targets);
+	zs_lora_describe(&f->p, &f->s, dropout);
+	step_buffers_build(b, &f->m, &f->p, 2, 16, mixed, rc);
+	step_buffers_freeze(b, &f->p, rc);
+	step_buffers_lora(b, &f->p, 2, 16, mixed, rc);
+}
+
+/* Whether layer l's saved tensor a lives to its backward (not freed by
+ * the forward that reads it: step_buffers_freeze's freed_fwd). */
+static int kept(const struct step_buffers *b, size_t l, enum step_act a)
+{
+	for (size_t i = 0; i < b->n; i++)
+		if (b->buf[i].role == STEP_SAVED && b->buf[i].index == (unsigned)a && b->buf[i].layer == l)
+			return b->buf[i].freed_fwd == 0;
+	ck_abort_msg("layer %zu saves no %s", l, step_act_name(a));
+	return -1;
+}
+
+/* A frozen base linear's input (ln1 for q/k/v, atty for o_proj, ln2 for
+ * gate/up, fch_act for down_proj) is kept only where an adapter on it
+ * reads it: lora_A's weight gradient reads x (PEFT's
+ * lora_A(dropout(x)), nn.Identity at p = 0); with dropout it reads the
+ * dropout's output instead, kept apart. The adapters' own matmuls are
+ * not among the block's four linears (counted, they made every input
+ * kept). */
+static void inputs_kept(unsigned r, const char *targets, double dropout, const int want[4])
+{
+	static const enum step_act in[4] = {STEP_ACT_LN1, STEP_ACT_ATTY, STEP_ACT_LN2, STEP_ACT_FCH_ACT};
+	struct fixture f;
+	struct step_buffers b;
+	saved_with(&f, &b, r, targets, dropout, 0, ZS_RECOMPUTE_NONE);
+	for (size_t l = 1; l <= 2; l++)
+		for (int j = 0; j < 4; j++)
+			ck_assert_msg(kept(&b, l, in[j]) == want[j], "%s p=%g: layer %zu's %s %s", targets ? targets : "q,v",
+			              dropout, l, step_act_name(in[j]), want[j] ? "freed" : "kept");
+	free(b.buf);
+	release(&f);
+}
+
+START_TEST(test_a_frozen_linear_keeps_its_input_only_for_its_adapter)
+{
+	static const int qv[4] = {1, 0, 0, 0}, all[4] = {1, 1, 1, 1}, od[4] = {0, 1, 0, 1}, none[4] = {0, 0, 0, 0};
+	inputs_kept(4, NULL, 0, qv);
+	inputs_kept(8, "all-linear", 0, all);
+	inputs_kept(4, "o_proj,down_proj", 0, od);
+	inputs_kept(4, NULL, 0.1, none);
+	inputs_kept(8, "all-linear", 0.1, none);
+}
+END_TEST
+
+/* The adapters' buffers by hand (llama-tiny: 2 blocks, d 64, F 176; B·T
+ * 32): q, v at r 4 keep x·Aᵀ, 32·4 each, 2·2·128 = 512 elements, and the
+ * scratch dlora 128; all-linear at r 8 with dropout 0.1: 7 adapters a
+ * block (in 64 but down_proj's 176), x·Aᵀ 7·32·8 = 1,792, the dropout's
+ * output and noise 2·32·(6·64 + 176) = 35,840, a block: 75,264 in all;
+ * scratch dlora 256 and dlora_x 32·176 = 5,632. Each made before its
+ * layer's forward and freed after its backward; under full recompute
+ * rebuilt; in mixed 16-bit. */
+static void lora_buffers(unsigned r, const char *targets, double dropout, int mixed, enum zs_recompute rc,
+                         uint64_t saved, uint64_t dt, uint64_t dx)
+{
+	struct fixture f;
+	struct step_buffers b;
+	saved_with(&f, &b, r, targets, dropout, mixed, rc);
+	uint64_t n = 0, sc[2] = {0, 0};
+	for (size_t i = 0; i < b.n; i++) {
+		const struct step_buffer *x = &b.buf[i];
+		if (x->role == STEP_LORA) {
+			n += x->elements;
+			ck_assert(x->when == STEP_AT_LAYER && x->freed_after == x->layer && x->layer >= 1 && x->layer <= 2);
+			ck_assert_int_eq(x->recomputed, rc == ZS_RECOMPUTE_FULL);
+			ck_assert_uint_eq(x->esize, mixed ? 2 : 4);
+			ck_assert_ptr_nonnull(f.p.module[x->index].adapter);
+			ck_assert_uint_eq(f.p.module[x->index].layer, x->layer);
+		} else if (x->role == STEP_LORA_SCRATCH) {
+			sc[x->index] += x->elements;
+			ck_assert(x->when == STEP_AT_BACKWARD && x->cat == ZS_CAT_SCRATCH && x->esize == 4);
+		}
+	}
+	ck_assert_uint_eq(n, saved);
+	ck_assert_uint_eq(sc[STEP_LORA_DT], dt);
+	ck_assert_uint_eq(sc[STEP_LORA_DX], dx);
+	free(b.buf);
+	release(&f);
+}
+
+START_TEST(test_the_adapters_buffers_are_counted_by_hand)
+{
+	lora_buffers(4, NULL, 0, 0, ZS_RECOMPUTE_NONE, 512, 128, 0);
+	lora_buffers(4, NULL, 0, 1, ZS_RECOMPUTE_FULL, 512, 128, 0);
+	lora_buffers(8, "all-linear", 0.1, 0, ZS_RECOMPUTE_NONE, 2 * (1792 + 35840), 256, 5632);
+	lora_buffers(8, "all-linear", 0.1, 1, ZS_RECOMPUTE_SELECTIVE, 2 * (1792 + 35840), 256, 5632);
 }
 END_TEST
 
@@ -258,6 +359,8 @@ static Suite *lora_suite(void)
 	tcase_add_test(tc, test_phi3_without_targets_is_refused);
 	tcase_add_test(tc, test_the_description_with_adapters_trains_pefts_tensors);
 	tcase_add_test(tc, test_adapter_shapes_are_a_r_in_and_b_out_r);
+	tcase_add_test(tc, test_a_frozen_linear_keeps_its_input_only_for_its_adapter);
+	tcase_add_test(tc, test_the_adapters_buffers_are_counted_by_hand);
 	suite_add_tcase(s, tc);
 	return s;
 }

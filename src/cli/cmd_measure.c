@@ -28,6 +28,7 @@
 #include "util/config.h"
 #include "util/cuda_alloc.h"
 #include "util/freeze.h"
+#include "util/lora.h"
 #include "util/model.h"
 #include "util/schedule.h"
 #include "util/step.h"
@@ -615,12 +616,19 @@ int zs_cmd_measure(int argc, char **argv)
 		goto fail;
 	if (moe_run_check(&c, mpi, allocator, case_path != NULL || write_case != NULL, &cause) != 0)
 		goto fail;
-	if (c.freeze[0] && (c.framework == ZS_FW_PAPER || c.framework == ZS_FW_DEEPSPEED) && mpi) { /* (a case file: refused above) */
-		cause = zs_asprintf("--freeze under --framework %s: in one process so far (not with --backend mpi)",
-		                    zs_framework_name(c.framework));
+	int lora_paper = c.lora_r && c.framework == ZS_FW_PAPER;
+	if (lora_paper && (case_path != NULL || write_case != NULL)) {
+		zs_fail(&cause, "--lora-r under --framework paper with %s: the case's weights are the base's alone (give "
+		        "--framework torch)", case_path != NULL ? "--case" : "--write-case");
 		goto fail;
 	}
-	if (zs_freeze_paper_check(&c, c.tfm != NULL ? &c.tfm->hf : NULL, &cause) != 0)
+	if ((c.freeze[0] || lora_paper) && (c.framework == ZS_FW_PAPER || c.framework == ZS_FW_DEEPSPEED) && mpi) { /* (a case file: refused above) */
+		cause = zs_asprintf("--%s under --framework %s: in one process so far (not with --backend mpi)",
+		                    lora_paper ? "lora-r" : "freeze", zs_framework_name(c.framework));
+		goto fail;
+	}
+	if (zs_freeze_paper_check(&c, c.tfm != NULL ? &c.tfm->hf : NULL, &cause) != 0 ||
+	    zs_lora_paper_check(&c, c.tfm != NULL ? &c.tfm->hf : NULL, &cause) != 0)
 		goto fail;
 	if (zs_wrapper_step(&c) && c.tfm != NULL &&
 	    zs_torch_recompute_set(&c, zs_recompute_name(c.tfm->recompute), &cause) != 0)

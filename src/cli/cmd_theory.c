@@ -19,6 +19,7 @@
 #include "util/config.h"
 #include "util/ds_coord.h"
 #include "util/freeze.h"
+#include "util/lora.h"
 #include "util/model.h"
 #include "util/schedule.h"
 #include "util/step.h"
@@ -622,10 +623,12 @@ int zs_cmd_theory(int argc, char **argv)
 		goto bad;
 	if (zs_precision_amp_check(&config, model_arg != NULL, &cause) < 0 ||
 	    moe_check(&req, &config, model_arg != NULL ? &model : NULL, routing_arg, &routing, allocator, flash, &cause) < 0 ||
-	    zs_freeze_paper_check(&config, model_arg != NULL ? &model : NULL, &cause) < 0)
+	    zs_freeze_paper_check(&config, model_arg != NULL ? &model : NULL, &cause) < 0 ||
+	    zs_lora_paper_check(&config, model_arg != NULL ? &model : NULL, &cause) < 0)
 		goto bad;
 	req.act.freeze = config.freeze;
 	req.act.freeze_graph = *zs_freeze_saved_spec(&config) != '\0';
+	req.act.lora = config.lora_r && config.framework == ZS_FW_PAPER ? &config : NULL;
 	if (model_arg != NULL && zs_wrapper_step(&config) &&
 	    zs_torch_recompute_set(&config, zs_recompute_name(req.act.recompute), &cause) < 0)
 		goto bad;

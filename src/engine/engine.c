@@ -24,6 +24,7 @@
 #include "engine/rng.h"
 #include "engine/scheme.h"
 #include "util/ds_coord.h"
+#include "util/lora.h"
 #include "util/util.h"
 #ifdef HAVE_MPI
 #include "engine/coll_mpi.h"
@@ -54,6 +55,49 @@ float *engine_initial_weights(const struct zs_config *c)
 			w[g] = bound * rng_uniform_at(base, g);
 	}
 	net_free(&m);
+	return w;
+}
+
+/* --lora-r under the paper's step (util/lora.h): the initial flat vector
+ * of the description with adapters (net_tfm_init's). Each base tensor as
+ * the seed draws it at its place in the vector without adapters
+ * (tfm_init_range, as the PyTorch step's model starts), each adapter as
+ * the PyTorch step's plain loop starts it (ag_exec_tfm_adapters: lora_A's
+ * draws, lora_B zeros, in model.parameters()'s order, the description's),
+ * so that the two steps train the same model. NULL with *cause where that
+ * set-up fails. The caller frees it. */
+static float *lora_initial_weights(const struct zs_config *c, char **cause)
+{
+	struct zs_model shape;
+	struct step_params p;
+	tfm_dims_shape(&shape, &c->tfm->dims);
+	if (zs_lora_step_params(&p, &shape, &c->tfm->hf, c, cause) != 0)
+		return NULL;
+	struct zs_config t = *c;
+	t.framework = ZS_FW_TORCH, t.wrapper = ZS_WRAPPER_NONE, t.precision = ZS_FP32, t.torch_device = ZS_DEVICE_CPU,
+	t.attn = ZS_ATTN_EAGER; /* the set-up alone: the attention makes no parameter */
+	float *ad = NULL, *w = NULL;
+	size_t nad = 0, j = 0;
+	if (ag_exec_tfm_adapters(&t, &c->tfm->hf, c->tfm->seq, 1, &ad, &nad, cause) == 0) {
+		w = zs_malloc(p.numel * sizeof *w);
+		uint64_t off = 0, base = 0;
+		for (size_t i = 0; i < p.ntensors && j <= nad; off += p.tensor[i++].numel) {
+			size_t n = (size_t)p.tensor[i].numel;
+			if (p.module[p.tensor[i].module].adapter == NULL) {
+				tfm_init_range(w + off, &c->tfm->dims, c->seed, (size_t)base, n);
+				base += n;
+			} else if ((j += n) <= nad)
+				memcpy(w + off, ad + j - n, n * sizeof *w);
+		}
+		if (j != nad) {
+			(void)zs_fail(cause, "internal error: the PyTorch step's adapters hold %zu elements, the "
+			                     "description's %zu", nad, j);
+			free(w);
+			w = NULL;
+		}
+	}
+	free(ad);
+	step_params_free(&p);
 	return w;
 }
 
@@ -239,17 +283,18 @@ static void run_layout(struct zs_layout *lo, const struct zs_net *m, const struc
 static int freeze_layout(struct zs_layout *lo, const struct zs_config *c, enum zs_scheme scheme, unsigned world,
                          enum zs_unit unit, char **cause)
 {
-	if (!c->freeze[0] || (c->framework != ZS_FW_PAPER && c->framework != ZS_FW_DEEPSPEED))
+	int lora = c->lora_r && c->framework == ZS_FW_PAPER; /* the base frozen (util/lora.h) */
+	if ((!c->freeze[0] && !lora) || (c->framework != ZS_FW_PAPER && c->framework != ZS_FW_DEEPSPEED))
 		return 0; /* DeepSpeed's ZeRO-1/2 and dp lay out as the paper's (zs_freeze_paper_check) */
 	if (c->tfm == NULL)
-		return zs_fail(cause, "--freeze under --framework %s: only with --model (a transformer)",
-		               zs_framework_name(c->framework));
+		return zs_fail(cause, "--%s under --framework %s: only with --model (a transformer)",
+		               lora ? "lora-r" : "freeze", zs_framework_name(c->framework));
 	struct zs_model shape;
 	struct step_params sp;
 	size_t n;
 	tfm_dims_shape(&shape, &c->tfm->dims); /* the shape the net was built from (net_tfm_init) */
-	step_params_build(&sp, &shape);
-	step_params_freeze(&sp, c->freeze);
+	if (zs_lora_step_params(&sp, &shape, &c->tfm->hf, c, cause) != 0)
+		return -1;
 	/* the paper's zero3 shards a unit's optimizer state as its params
 	 * (whole units); DeepSpeed's ZeRO-3 per tensor (layout_freeze) */
 	int whole = c->framework == ZS_FW_PAPER && scheme == ZS_ZERO3 && world > 1;
@@ -1290,6 +1335,12 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 		r->init = opt->init;
 	else if (c->tfm == NULL)
 		r->init = own_init = engine_initial_weights(c);
+	else if (c->lora_r && c->framework == ZS_FW_PAPER && (r->init = own_init = lora_initial_weights(c, cause)) == NULL) {
+		layout_free(&r->layout);
+		net_free(&r->model);
+		free(r);
+		return -1;
+	}
 	optim_init(&r->opt, c->optimizer, c->lr);
 	r->opt.beta1 = (float)c->beta1; /* --beta1, --beta2, --eps, or a case's */
 	r->opt.beta2 = (float)c->beta2;

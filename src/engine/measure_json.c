@@ -10,6 +10,7 @@
 #include "engine/measure_json.h"
 #include "engine/tfm.h"
 #include "engine/tracker.h"
+#include "util/lora.h"
 #include "util/util.h"
 
 static void push(cJSON *a, double v) { cJSON_AddItemToArray(a, cJSON_CreateNumber(v)); }
@@ -23,10 +24,22 @@ static void breakdown(cJSON *parent, const char *key, const size_t *b)
 	zs_cat_json(parent, key, bytes);
 }
 
-/* Ψ: the MLP's widths', or the transformer's. */
+/* Ψ: the MLP's widths', or the transformer's (with LoRA's adapters
+ * under the paper's step: its description's, util/lora.h). */
 static double params_of(const struct zs_config *c)
 {
-	return c->tfm != NULL ? (double)tfm_nparams(&c->tfm->dims) : zs_config_params(c);
+	if (c->tfm == NULL)
+		return zs_config_params(c);
+	if (!c->lora_r || c->framework != ZS_FW_PAPER)
+		return (double)tfm_nparams(&c->tfm->dims);
+	struct zs_model shape;
+	struct step_params p;
+	tfm_dims_shape(&shape, &c->tfm->dims);
+	if (zs_lora_step_params(&p, &shape, &c->tfm->hf, c, NULL) != 0)
+		abort(); /* the CLI refused it (zs_lora_paper_check) */
+	double n = (double)p.numel;
+	step_params_free(&p);
+	return n;
 }
 
 /* "layers": the MLP's widths; null for a transformer, whose shape is

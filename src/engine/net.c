@@ -138,7 +138,7 @@ void net_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size_t
 void net_init(struct zs_net *m, const struct zs_config *c)
 {
 	if (c->tfm != NULL)
-		net_tfm_init(m, c->tfm, c->batch, c->seed, c->precision, zs_freeze_saved_spec(c));
+		net_tfm_init(m, c);
 	else
 		net_mlp_init(m, c->widths, c->nwidths, c->batch);
 }

@@ -116,6 +116,18 @@ struct zs_layer_kind {
 struct zs_module {
 	size_t first, n;
 	int no_grad_in; /* the step description's (util/step.h) */
+	/* LoRA (--lora-r; util/lora.h's zs_lora_describe): a base module's
+	 * place among its layer's modules less the adapters' (what tfm.c
+	 * calls module s); an adapter's: `adapter` 1 for lora_A [r, in] (its
+	 * tensor `first`; lora_B [out, r] the next), which runs the pair, 2
+	 * for lora_B, which runs nothing, over the rows [row0, row0 + out) of
+	 * its base module's (`base`) product, keeping xa, x·Aᵀ (a tensor of
+	 * the list; util/step.h's step_buffers_lora). */
+	size_t role;
+	int adapter;
+	size_t base;
+	uint64_t row0, in, out, r;
+	unsigned xa;
 };
 
 struct zs_layer {
@@ -180,6 +192,10 @@ struct zs_net_tfm {
 	int mixed;
 	unsigned w32, g32, act32;
 	unsigned moe_scratch[STEP_MOE_NSCRATCH]; /* a mixture's backward scratch, by enum step_moe_scratch */
+	/* LoRA: lora_alpha / r (PEFT's scaling), and the adapters' backward
+	 * scratch by enum step_lora_scratch (ZS_NO_TENSOR without adapters) */
+	float lora_scaling;
+	unsigned lora_scratch[2];
 };
 
 struct zs_net {
@@ -210,11 +226,12 @@ void net_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size_t
 /* The transformer of c->tfm (tfm_net.c): layer 0 the embedding, layers
  * 1..L the blocks, layer L+1 the final norm and head (tied: reading the
  * embedding's unit); every tensor its backward reads, with its lifetime
- * (docs/schedule.md, "Transformers"); freeze (util/step.h's
- * zs_freeze_saved_spec, "": none) leaves the layers below the first
- * trainable tensor out of autograd's graph (step_buffers_freeze). */
-void net_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, uint64_t seed,
-                    enum zs_precision precision, const char *freeze);
+ * (docs/schedule.md, "Transformers"); --freeze (util/step.h's
+ * zs_freeze_saved_spec) leaves the layers below the first trainable
+ * tensor out of autograd's graph (step_buffers_freeze); --lora-r under
+ * the paper's step adds the adapters to each block (util/lora.h's
+ * zs_lora_step_params, which the CLI checked). */
+void net_tfm_init(struct zs_net *m, const struct zs_config *c);
 /* Rank `rank`'s tokens and targets of step `step` into its tensors
  * (tfm_task_batch of the task the seed drew). */
 void net_tfm_batch(const struct zs_net *m, float *const *t, uint64_t seed, unsigned step, unsigned rank);

@@ -348,50 +348,69 @@ static void attend(struct tfm_block_acts *a, const struct tfm_block_params *p, c
  * has no params, unless a q/k norm follows); the q/k norm (then rope and
  * the attention); the projection and the residual; ln2; the up
  * projection and its activation; the down projection and the residual. */
-void tfm_block_forward_module(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
-                              const struct tfm_dims *d, size_t B, size_t T, size_t s)
+void tfm_block_forward_half(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
+                            const struct tfm_dims *d, size_t B, size_t T, size_t s, enum tfm_half half)
 {
 	size_t BT = B * T, C = d->d, H = d->heads, hd = d->head_dim, F = d->ffn;
 	size_t Q = tfm_qkv_rows(d), U = tfm_up_rows(d);
-	int h = a->f16;
+	int h = a->f16, prod = half != TFM_REST, rest = half != TFM_PRODUCT;
 	switch (block_role(d, s)) {
 	case ROLE_LN1:
+		if (!prod)
+			break;
 		norm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p->ln1_w, p->ln1_b, d, BT);
 		r16(h, a->ln1, BT * C);
 		break;
 	case ROLE_QKV:
-		matmul_forward(a->qkv, a->ln1, p->qkv_w, p->qkv_b, BT, C, Q);
-		r16(h, a->qkv, BT * Q);
-		if (!d->qk_norm)
+		if (prod) {
+			matmul_forward(a->qkv, a->ln1, p->qkv_w, p->qkv_b, BT, C, Q);
+			r16(h, a->qkv, BT * Q);
+		}
+		if (rest && !d->qk_norm)
 			attend(a, p, d, B, T);
 		break;
 	case ROLE_QK_NORM:
-		attend(a, p, d, B, T);
+		if (prod)
+			attend(a, p, d, B, T);
 		break;
 	case ROLE_PROJ:
 		if (d->gemma) { /* its norm, then the residual, in the next module */
-			matmul_forward(a->proj_out, a->atty, p->proj_w, NULL, BT, H * hd, C);
-			r16(h, a->proj_out, BT * C);
+			if (prod) {
+				matmul_forward(a->proj_out, a->atty, p->proj_w, NULL, BT, H * hd, C);
+				r16(h, a->proj_out, BT * C);
+			}
 			break;
 		}
-		matmul_forward(a->res2, a->atty, p->proj_w, p->proj_b, BT, H * hd, C);
-		add16(h, a->res2, x, BT * C);
+		if (prod)
+			matmul_forward(a->res2, a->atty, p->proj_w, p->proj_b, BT, H * hd, C);
+		if (rest)
+			add16(h, a->res2, x, BT * C);
 		break;
 	case ROLE_POST_ATTN: /* gemma2: res2 = x + norm(proj_out) */
+		if (!prod)
+			break;
 		norm_forward(a->res2, NULL, a->proj_rstd, a->proj_out, p->post_attn_w, NULL, d, BT);
 		add16(h, a->res2, x, BT * C);
 		break;
 	case ROLE_POST_FF: /* gemma2: res3 = res2 + norm(down_out) */
+		if (!prod)
+			break;
 		norm_forward(a->res3, NULL, a->down_rstd, a->down_out, p->post_ff_w, NULL, d, BT);
 		add16(h, a->res3, a->res2, BT * C);
 		break;
 	case ROLE_LN2:
+		if (!prod)
+			break;
 		norm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2_w, p->ln2_b, d, BT);
 		r16(h, a->ln2, BT * C);
 		break;
 	case ROLE_UP:
-		matmul_forward(a->fch, a->ln2, p->fc_w, p->fc_b, BT, C, U);
-		r16(h, a->fch, BT * U);
+		if (prod) {
+			matmul_forward(a->fch, a->ln2, p->fc_w, p->fc_b, BT, C, U);
+			r16(h, a->fch, BT * U);
+		}
+		if (!rest)
+			break;
 		if (d->family == TFM_GPT2)
 			gelu_forward(a->fch_act, a->fch, BT * F);
 		else if (d->gemma)
@@ -402,12 +421,47 @@ void tfm_block_forward_module(struct tfm_block_acts *a, const struct tfm_block_p
 		break;
 	default:
 		if (d->gemma) {
-			matmul_forward(a->down_out, a->fch_act, p->fcproj_w, NULL, BT, F, C);
-			r16(h, a->down_out, BT * C);
+			if (prod) {
+				matmul_forward(a->down_out, a->fch_act, p->fcproj_w, NULL, BT, F, C);
+				r16(h, a->down_out, BT * C);
+			}
 			break;
 		}
-		matmul_forward(a->res3, a->fch_act, p->fcproj_w, p->fcproj_b, BT, F, C);
-		add16(h, a->res3, a->res2, BT * C);
+		if (prod)
+			matmul_forward(a->res3, a->fch_act, p->fcproj_w, p->fcproj_b, BT, F, C);
+		if (rest)
+			add16(h, a->res3, a->res2, BT * C);
+	}
+}
+
+void tfm_block_forward_module(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
+                              const struct tfm_dims *d, size_t B, size_t T, size_t s)
+{
+	tfm_block_forward_half(a, p, x, d, B, T, s, TFM_WHOLE);
+}
+
+int tfm_block_linear(struct tfm_linear *l, const struct tfm_block_acts *a, const struct tfm_scratch *sc,
+                     const struct tfm_dims *d, size_t s)
+{
+	size_t C = d->d, F = d->ffn, A = d->heads * d->head_dim;
+	memset(l, 0, sizeof *l);
+	switch (block_role(d, s)) {
+	case ROLE_QKV:
+		*l = (struct tfm_linear){a->ln1, a->qkv, sc ? sc->dqkv : NULL, sc ? sc->dx : NULL, C, tfm_qkv_rows(d)};
+		return 1;
+	case ROLE_PROJ:
+		*l = (struct tfm_linear){a->atty, d->gemma ? a->proj_out : a->res2,
+		                         sc ? (d->gemma ? sc->dup : sc->dres) : NULL, sc ? sc->dx : NULL, A, C};
+		return 1;
+	case ROLE_UP:
+		*l = (struct tfm_linear){a->ln2, a->fch, sc ? sc->dup : NULL, sc ? sc->dx : NULL, C, tfm_up_rows(d)};
+		return 1;
+	case ROLE_DOWN:
+		*l = (struct tfm_linear){a->fch_act, d->gemma ? a->down_out : a->res3,
+		                         sc ? (d->gemma ? sc->dx : sc->dres) : NULL, sc ? sc->dh : NULL, F, C};
+		return 1;
+	default:
+		return 0;
 	}
 }
 
@@ -427,19 +481,25 @@ void tfm_block_forward(struct tfm_block_acts *a, const struct tfm_block_params *
 		tfm_block_forward_module(a, p, x, d, B, T, s);
 }
 
-void tfm_block_backward_module(struct tfm_block_params *g, struct tfm_scratch *sc, const struct tfm_block_acts *a,
-                               const struct tfm_block_params *p, const float *x, const struct tfm_dims *d, size_t B,
-                               size_t T, size_t s)
+void tfm_block_backward_half(struct tfm_block_params *g, struct tfm_scratch *sc, const struct tfm_block_acts *a,
+                             const struct tfm_block_params *p, const float *x, const struct tfm_dims *d, size_t B,
+                             size_t T, size_t s, enum tfm_half half)
 {
 	size_t BT = B * T, C = d->d, H = d->heads, KV = d->kv_heads, hd = d->head_dim, F = d->ffn;
+	int prod = half != TFM_REST, rest = half != TFM_PRODUCT;
 	switch (block_role(d, s)) {
 	case ROLE_POST_FF: /* gemma2: res3 = res2 + norm(down_out): dres flows to res2 and, in dx, to down_out */
+		if (!prod)
+			break;
 		memset(sc->dx, 0, BT * C * sizeof *sc->dx);
 		norm_backward(sc->dx, g->post_ff_w, NULL, sc->dres, a->down_out, p->post_ff_w, NULL, a->down_rstd, d, BT);
 		break;
 	case ROLE_DOWN: /* res3 = res2 + fcproj(fch_act): dres flows to both. */
-		matmul_backward(sc->dh, g->fcproj_w, g->fcproj_b, d->gemma ? sc->dx : sc->dres, a->fch_act, p->fcproj_w, BT,
-		                F, C);
+		if (prod)
+			matmul_backward(sc->dh, g->fcproj_w, g->fcproj_b, d->gemma ? sc->dx : sc->dres, a->fch_act, p->fcproj_w,
+			                BT, F, C);
+		if (!rest)
+			break;
 		if (d->family == TFM_GPT2)
 			gelu_backward(sc->dup, sc->dh, a->fch, BT * F);
 		else if (d->gemma)
@@ -448,32 +508,49 @@ void tfm_block_backward_module(struct tfm_block_params *g, struct tfm_scratch *s
 			swiglu_backward(sc->dup, sc->dh, a->fch, BT, F);
 		break;
 	case ROLE_UP:
-		matmul_backward(sc->dx, g->fc_w, g->fc_b, sc->dup, a->ln2, p->fc_w, BT, C, tfm_up_rows(d));
+		if (prod)
+			matmul_backward(sc->dx, g->fc_w, g->fc_b, sc->dup, a->ln2, p->fc_w, BT, C, tfm_up_rows(d));
 		break;
 	case ROLE_LN2:
-		norm_backward(sc->dres, g->ln2_w, g->ln2_b, sc->dx, a->res2, p->ln2_w, a->ln2_mean, a->ln2_rstd, d, BT);
+		if (prod)
+			norm_backward(sc->dres, g->ln2_w, g->ln2_b, sc->dx, a->res2, p->ln2_w, a->ln2_mean, a->ln2_rstd, d, BT);
 		break;
 	case ROLE_POST_ATTN: /* gemma2: res2 = x + norm(proj_out): d proj_out into dup, free until the MLP's */
+		if (!prod)
+			break;
 		memset(sc->dup, 0, BT * C * sizeof *sc->dup);
 		norm_backward(sc->dup, g->post_attn_w, NULL, sc->dres, a->proj_out, p->post_attn_w, NULL, a->proj_rstd, d, BT);
 		break;
 	case ROLE_PROJ: /* res2 = x + proj(atty). */
-		matmul_backward(sc->dx, g->proj_w, g->proj_b, d->gemma ? sc->dup : sc->dres, a->atty, p->proj_w, BT, H * hd,
-		                C);
+		if (prod)
+			matmul_backward(sc->dx, g->proj_w, g->proj_b, d->gemma ? sc->dup : sc->dres, a->atty, p->proj_w, BT,
+			                H * hd, C);
+		if (!rest)
+			break;
 		attention_backward_capped(sc->dqkv, sc->datt, sc->dx, a->qkv, a->att, a->att_tanh, B, T, H, KV, hd,
 		                          d->attn_scalar > 0.0f ? 1.0f / sqrtf(d->attn_scalar) : 1.0f / sqrtf((float)hd));
 		if (d->family == TFM_LLAMA)
 			rope_backward(sc->dqkv, p->rope_theta, B, T, H, KV, hd);
 		break;
 	case ROLE_QK_NORM: /* in place on the q and k heads of dqkv */
-		headnorm_backward(sc->dqkv, g->qk_norm_w, a->qk_pre, p->qk_norm_w, a->qk_rstd, BT, H, KV, hd, d->gemma);
+		if (prod)
+			headnorm_backward(sc->dqkv, g->qk_norm_w, a->qk_pre, p->qk_norm_w, a->qk_rstd, BT, H, KV, hd, d->gemma);
 		break;
 	case ROLE_QKV:
-		matmul_backward(sc->dx, g->qkv_w, g->qkv_b, sc->dqkv, a->ln1, p->qkv_w, BT, C, tfm_qkv_rows(d));
+		if (prod)
+			matmul_backward(sc->dx, g->qkv_w, g->qkv_b, sc->dqkv, a->ln1, p->qkv_w, BT, C, tfm_qkv_rows(d));
 		break;
 	default:
-		norm_backward(sc->dres, g->ln1_w, g->ln1_b, sc->dx, x, p->ln1_w, a->ln1_mean, a->ln1_rstd, d, BT);
+		if (prod)
+			norm_backward(sc->dres, g->ln1_w, g->ln1_b, sc->dx, x, p->ln1_w, a->ln1_mean, a->ln1_rstd, d, BT);
 	}
+}
+
+void tfm_block_backward_module(struct tfm_block_params *g, struct tfm_scratch *sc, const struct tfm_block_acts *a,
+                               const struct tfm_block_params *p, const float *x, const struct tfm_dims *d, size_t B,
+                               size_t T, size_t s)
+{
+	tfm_block_backward_half(g, sc, a, p, x, d, B, T, s, TFM_WHOLE);
 }
 
 void tfm_block_backward(struct tfm_block_params *g, struct tfm_scratch *s, const struct tfm_block_acts *a,

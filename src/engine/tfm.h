@@ -231,6 +231,29 @@ void tfm_block_forward_module(struct tfm_block_acts *a, const struct tfm_block_p
 void tfm_block_backward_module(struct tfm_block_params *g, struct tfm_scratch *sc, const struct tfm_block_acts *a,
                                const struct tfm_block_params *p, const float *x, const struct tfm_dims *d, size_t B,
                                size_t T, size_t s);
+/* Module s in two halves for LoRA's branch (--lora-r: tfm_net.c), which
+ * adds into a product's output between them: forward, TFM_PRODUCT runs
+ * the module through its product (a module without one: all of it),
+ * TFM_REST what follows it (the attention after qkv, the activation after
+ * up, the residual after proj and down); backward, TFM_PRODUCT the
+ * product's backward (dx written), TFM_REST what follows it (the
+ * attention's, the activation's). TFM_WHOLE: both (the _module calls). */
+enum tfm_half { TFM_WHOLE, TFM_PRODUCT, TFM_REST };
+void tfm_block_forward_half(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
+                            const struct tfm_dims *d, size_t B, size_t T, size_t s, enum tfm_half half);
+void tfm_block_backward_half(struct tfm_block_params *g, struct tfm_scratch *sc, const struct tfm_block_acts *a,
+                             const struct tfm_block_params *p, const float *x, const struct tfm_dims *d, size_t B,
+                             size_t T, size_t s, enum tfm_half half);
+/* Module s's product y (BT, out) = x (BT, in) · Wᵀ as LoRA's branch
+ * reads it: x, y, and (sc not NULL) the gradient of y that its backward
+ * reads (dy) and the gradient of x that it writes (dx). Returns 0 (l
+ * zeroed) where the module runs no product. */
+struct tfm_linear {
+	float *x, *y, *dy, *dx;
+	size_t in, out;
+};
+int tfm_block_linear(struct tfm_linear *l, const struct tfm_block_acts *a, const struct tfm_scratch *sc,
+                     const struct tfm_dims *d, size_t s);
 void tfm_embed_forward_module(float *x, const struct tfm_embed_params *p, const int *in, const struct tfm_dims *d,
                               size_t B, size_t T, size_t s);
 void tfm_embed_backward_module(struct tfm_embed_params *g, const float *dx, const int *in, const struct tfm_dims *d,

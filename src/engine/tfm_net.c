@@ -61,6 +61,7 @@
 #include "engine/tfm.h"
 #include "engine/tfm_kernels.h"
 #include "util/ds_coord.h"
+#include "util/lora.h"
 #include "util/step.h"
 #include "util/util.h"
 
@@ -139,12 +140,14 @@ static void slots32(float *slot[TFM_SLOTS], const struct zs_layer *l, const stru
 {
 	const struct zs_layer *rd = reads(l, io);
 	memset(slot, 0, TFM_SLOTS * sizeof *slot);
-	for (size_t s = 0; s < l->nmodules; s++)
-		for (size_t k = 0; k < l->module[s].n && 2 * s + k < TFM_SLOTS; k++) {
+	for (size_t s = 0; s < l->nmodules; s++) {
+		size_t r = l->module[s].role; /* tfm.c's module: the adapters' are not its */
+		for (size_t k = 0; !l->module[s].adapter && k < l->module[s].n && 2 * r + k < TFM_SLOTS; k++) {
 			size_t i = l->module[s].first + k;
 			int mine = i >= first && i < first + n;
-			slot[2 * s + k] = grads ? grad32(rd, io, i, mine) : param32(rd, io, i, mine);
+			slot[2 * r + k] = grads ? grad32(rd, io, i, mine) : param32(rd, io, i, mine);
 		}
+	}
 }
 
 static void grads_done(const struct zs_layer *l, const struct zs_layer_io *io, size_t first, size_t n)
@@ -285,6 +288,74 @@ static void embed_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 
 /* ---- a block -------------------------------------------------------------- */
 
+/* Whether module s has LoRA's adapters (--lora-r; util/lora.h): its
+ * lora_A and lora_B modules follow it. */
+static int adapters_on(const struct zs_layer *l, size_t s)
+{
+	return s + 1 < l->nmodules && l->module[s + 1].adapter == 1;
+}
+
+/* Module s's adapters, after its product: each pair adds
+ * scaling·(x·Aᵀ)·Bᵀ into its rows of the product's output, keeping xa =
+ * x·Aᵀ (PEFT's result + lora_B(lora_A(x))·scaling, the dropout
+ * nn.Identity: config.c refuses p > 0 here). keep_only: full
+ * recompute's rebuild of the block's last module, whose output is kept,
+ * not rebuilt: xa alone, the sum going to the backward's scratch dx, free
+ * until the block's backward. */
+
+static void lora_fwd(const struct zs_layer *l, const struct zs_layer_io *io, size_t s, const struct tfm_block_acts *a,
+                     int keep_only)
+{
+	const struct zs_net_tfm *n = &io->net->tfm;
+	struct tfm_linear lin;
+	struct tfm_scratch sc;
+	tfm_block_linear(&lin, a, NULL, &n->dims, l->module[s].role);
+	scratch_of(&sc, io);
+	for (size_t k = s + 1; k < l->nmodules && l->module[k].adapter; k++) {
+		const struct zs_module *md = &l->module[k];
+		if (md->adapter != 1)
+			continue;
+		lora_forward(keep_only ? sc.dx : lin.y, io->t[md->xa], lin.x, param32(l, io, md->first, 1),
+		             param32(l, io, md->first + 1, 1), n->lora_scaling, n->B * n->T, md->in, md->r, md->out,
+		             keep_only ? md->out : lin.out, keep_only ? 0 : md->row0);
+	}
+}
+
+/* Their backward, after the product's (which wrote the input's
+ * gradient): dA and dB (zeroed first: a layer's backward zeroes the
+ * grads it owns), and each adapter's part of the input's gradient added
+ * to the base's, through the scratch dlora. */
+static void lora_bwd(const struct zs_layer *l, const struct zs_layer_io *io, size_t s, const struct tfm_block_acts *a,
+                     const struct tfm_scratch *sc)
+{
+	const struct zs_net_tfm *n = &io->net->tfm;
+	struct tfm_linear lin;
+	tfm_block_linear(&lin, a, sc, &n->dims, l->module[s].role);
+	size_t end = s + 1;
+	while (end < l->nmodules && l->module[end].adapter)
+		end++;
+	for (size_t k = end; k-- > s + 1;) {
+		const struct zs_module *md = &l->module[k];
+		if (md->adapter != 1)
+			continue;
+		float *dA = grad32(l, io, md->first, 1), *dB = grad32(l, io, md->first + 1, 1);
+		lora_backward(lin.dx, dA, dB, io->t[n->lora_scratch[STEP_LORA_DT]], lin.dy, lin.x, io->t[md->xa],
+		              param32(l, io, md->first, 1), param32(l, io, md->first + 1, 1), n->lora_scaling,
+		              n->B * n->T, md->in, md->r, md->out, lin.out, md->row0);
+		grads_done(l, io, md->first, 2);
+	}
+}
+
+/* Whether s is the block's last module but the adapters' (its backward's
+ * first). */
+static int last_base(const struct zs_layer *l, size_t s)
+{
+	for (size_t k = s + 1; k < l->nmodules; k++)
+		if (!l->module[k].adapter)
+			return 0;
+	return 1;
+}
+
 /* Module s of the block's forward, or (recompute) of its full recompute:
  * rebuild what the forward did not keep (every block tensor but res3)
  * from the block's input, reading module s's tensors only, in mixed also
@@ -298,14 +369,27 @@ static void block_run(const struct zs_layer *l, const struct zs_layer_io *io, si
 	struct tfm_block_acts a;
 	float *w[TFM_SLOTS];
 	struct view v;
+	if (md->adapter) /* run with its base module */
+		return;
 	view_of(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1);
 	if (s == 0)
 		sync16(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1, recompute ? SKIP_RECOMPUTED : SKIP_ALL_BUT_INPUT);
 	slots32(w, l, io, 0, md->first, md->n);
 	tfm_block_view(&p, w, &n->dims, (size_t)l->block);
 	block_acts(&a, &v, n->mixed);
-	(recompute ? tfm_block_recompute_module : tfm_block_forward_module)(&a, &p, v.x, &n->dims, n->B, n->T, s);
-	if (s + 1 == l->nmodules)
+	size_t r = md->role;
+	int last = r + 1 == tfm_block_modules(&n->dims);
+	if (!adapters_on(l, s))
+		(recompute ? tfm_block_recompute_module : tfm_block_forward_module)(&a, &p, v.x, &n->dims, n->B, n->T, r);
+	else if (recompute && last) {
+		tfm_block_recompute_module(&a, &p, v.x, &n->dims, n->B, n->T, r);
+		lora_fwd(l, io, s, &a, 1);
+	} else {
+		tfm_block_forward_half(&a, &p, v.x, &n->dims, n->B, n->T, r, TFM_PRODUCT);
+		lora_fwd(l, io, s, &a, 0);
+		tfm_block_forward_half(&a, &p, v.x, &n->dims, n->B, n->T, r, TFM_REST);
+	}
+	if (last_base(l, s))
 		sync16(&v, l, io, 0, recompute ? STEP_ACT_RES3 - 1 : STEP_NBLOCK_ACTS - 1, 0, SKIP_NONE);
 }
 
@@ -321,12 +405,14 @@ static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 	const struct zs_net_tfm *n = &io->net->tfm;
 	const struct tfm_dims *d = &n->dims;
 	const struct zs_module *md = &l->module[s];
-	int first = s + 1 == l->nmodules;
+	int first = last_base(l, s);
 	struct tfm_block_params p, g;
 	struct tfm_block_acts a;
 	struct tfm_scratch sc;
 	float *w[TFM_SLOTS], *gr[TFM_SLOTS];
 	struct view v;
+	if (md->adapter) /* run with its base module */
+		return;
 	view_of(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1);
 	if (first)
 		sync16(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1, SKIP_RECOMPUTED);
@@ -338,7 +424,13 @@ static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 	scratch_of(&sc, io);
 	if (first && n->recompute == ZS_RECOMPUTE_SELECTIVE)
 		tfm_attention_recompute(&a, d, n->B, n->T);
-	tfm_block_backward_module(&g, &sc, &a, &p, v.x, d, n->B, n->T, s);
+	if (!adapters_on(l, s))
+		tfm_block_backward_module(&g, &sc, &a, &p, v.x, d, n->B, n->T, md->role);
+	else {
+		tfm_block_backward_half(&g, &sc, &a, &p, v.x, d, n->B, n->T, md->role, TFM_PRODUCT);
+		lora_bwd(l, io, s, &a, &sc);
+		tfm_block_backward_half(&g, &sc, &a, &p, v.x, d, n->B, n->T, md->role, TFM_REST);
+	}
 	grads_done(l, io, md->first, md->n);
 }
 
@@ -754,10 +846,23 @@ static void layer_params(struct zs_layer *ly, const struct step_params *p, size_
 		const struct step_module *md = &p->module[i];
 		if (md->layer != l)
 			continue;
-		size_t home = 0;
+		size_t home = 0, k = ly->nmodules++;
 		while (p->layer[home].first + p->layer[home].n <= md->first)
 			home++;
-		ly->module[ly->nmodules++] = (struct zs_module){md->first - p->layer[home].first, md->n, md->no_grad_in};
+		struct zs_module *z = &ly->module[k];
+		*z = (struct zs_module){.first = md->first - p->layer[home].first, .n = md->n, .no_grad_in = md->no_grad_in,
+		                        .xa = ZS_NO_TENSOR};
+		for (size_t j = 0; j < k && !md->adapter; j++)
+			z->role += !ly->module[j].adapter;
+		if (md->adapter == NULL)
+			continue;
+		/* an adapter: its base, two modules before lora_A, one before lora_B per adapter of it */
+		const struct step_tensor *A = &p->tensor[md->first], *w = &p->tensor[p->module[md->base].first];
+		z->adapter = strncmp(md->adapter, "lora_A", 6) == 0 ? 1 : 2;
+		z->base = k - (i - md->base);
+		z->r = A->shape[0], z->in = A->shape[1], z->out = p->tensor[md->first + 1].shape[0];
+		for (int j = 0; j < md->part; j++)
+			z->row0 += w->part_rows[j];
 	}
 	size_t leaf = ds_coord_leaf(p, l), m0 = 0;
 	while (m0 < p->nmodules && p->module[m0].layer != l)
@@ -765,17 +870,28 @@ static void layer_params(struct zs_layer *ly, const struct step_params *p, size_
 	ly->leaf = leaf < p->nmodules ? leaf - m0 : ly->nmodules;
 }
 
-void net_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, uint64_t seed,
-                    enum zs_precision precision, const char *freeze)
+/* Module y of the description p as its layer of m holds it. */
+static struct zs_module *lora_module(struct zs_net *m, const struct step_params *p, size_t y)
 {
+	size_t l = p->module[y].layer, m0 = 0;
+	while (p->module[m0].layer != l)
+		m0++;
+	return &m->layer[l].module[y - m0];
+}
+
+void net_tfm_init(struct zs_net *m, const struct zs_config *c)
+{
+	const struct zs_tfm_run *tr = c->tfm;
 	const struct tfm_dims *d = &tr->dims;
-	size_t L = d->layers, B = batch, T = tr->seq, head = L + 1;
+	size_t batch = c->batch, L = d->layers, B = batch, T = tr->seq, head = L + 1;
+	uint64_t seed = c->seed;
+	enum zs_precision precision = c->precision;
 	memset(m, 0, sizeof *m);
 	struct step_params sp;
 	struct zs_model shape;
-	tfm_dims_shape(&shape, d); /* the shape the kernels run (tests make runs without a config) */
-	step_params_build(&sp, &shape);
-	step_params_freeze(&sp, freeze);
+	tfm_dims_shape(&shape, d); /* the shape the kernels run */
+	if (zs_lora_step_params(&sp, &shape, &tr->hf, c, NULL) != 0)
+		abort(); /* the CLI refused it (zs_lora_paper_check) */
 	m->kind = ZS_NET_TFM;
 	m->nparams = sp.numel;
 	m->batch = batch;
@@ -812,8 +928,11 @@ void net_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, u
 	struct step_buffers sb;
 	step_buffers_build(&sb, &shape, &sp, B, T, n->mixed, tr->recompute);
 	step_buffers_freeze(&sb, &sp, tr->recompute);
+	step_buffers_lora(&sb, &sp, B, T, n->mixed, tr->recompute);
+	n->lora_scaling = c->lora_r ? (float)(c->lora_alpha / c->lora_r) : 0.0f; /* LoraLayer.update_layer, line 277 */
 	for (int i = 0; i < STEP_NSCRATCH; i++)
 		n->scratch[i] = ZS_NO_TENSOR;
+	n->lora_scratch[STEP_LORA_DT] = n->lora_scratch[STEP_LORA_DX] = ZS_NO_TENSOR;
 	for (size_t k = 0; k < sb.n; k++) {
 		const struct step_buffer *x = &sb.buf[k];
 		unsigned i = net_add_buffer(m, x);
@@ -833,6 +952,12 @@ void net_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, u
 		case STEP_SAVED: m->layer[x->layer].act[x->index] = i; break;
 		case STEP_MOE: m->layer[x->layer].moe[x->index] = i; break;
 		case STEP_MOE_SCRATCH: n->moe_scratch[x->index] = i; break;
+		case STEP_LORA: /* x·Aᵀ; the dropout's (p > 0) are refused (config.c's check_lora) */
+			if (strcmp(x->name, "lora_xa") != 0)
+				abort();
+			lora_module(m, &sp, x->index)->xa = i;
+			break;
+		case STEP_LORA_SCRATCH: n->lora_scratch[x->index] = i; break;
 		}
 	}
 	free(sb.buf);

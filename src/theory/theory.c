@@ -338,7 +338,7 @@ double theory_request_params(const struct theory_request *req)
 
 double theory_request_trained(const struct theory_request *req)
 {
-	if (req->model == NULL || !req->config->freeze[0])
+	if (req->model == NULL || !zs_config_trains_part(req->config))
 		return theory_request_params(req);
 	struct theory_desc own;
 	const struct theory_desc *d = theory_request_desc(req, &own);

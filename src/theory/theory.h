@@ -389,6 +389,10 @@ struct theory_act_opts {
 	 * (step_buffers_freeze). */
 	const char *freeze;
 	int freeze_graph;
+	/* --lora-r under --framework paper: the config whose adapters the
+	 * description holds (util/lora.h's zs_lora_step_params), its saved set
+	 * following the marks as freeze_graph's; NULL: none. */
+	const struct zs_config *lora;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -595,8 +599,9 @@ struct theory_desc {
 	unsigned elem;
 	enum zs_recompute recompute;
 	const struct theory_routing *routing; /* a mixture's (NULL: balanced) */
-	char freeze[ZS_FREEZE_MAX + 1];       /* the act options' ("": none), and their freeze_graph */
+	char freeze[ZS_FREEZE_MAX + 1];       /* the act options' ("": none), their freeze_graph and lora */
 	int freeze_graph;
+	const struct zs_config *lora;
 	/* By layer l (params.nlayers of them), indices into bufs.buf in its
 	 * order: made before l's forward, made_at[made_first[l] ..
 	 * made_first[l + 1]); freed after l's backward, freed_at[freed_first[l]

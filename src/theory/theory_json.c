@@ -264,7 +264,7 @@ static void peak_json(cJSON *row, const struct theory_request *req, const struct
 		if (u.head > 0)
 			push_num(units, (double)u.head);
 	}
-	if (req->config->freeze[0]) /* the paper level's Ψ_t (docs/formats.md) */
+	if (zs_config_trains_part(req->config)) /* the paper level's Ψ_t (docs/formats.md) */
 		num(o, "trainable_params", (double)st->trained);
 	num(o, "largest_unit", (double)st->largest_unit);
 	num(o, "shard_elements", (double)st->shard_elements);
@@ -507,7 +507,7 @@ cJSON *theory_json(const struct theory_request *request)
 	cJSON_AddStringToObject(root, "format", "zerosim-theory/1");
 	cJSON_AddStringToObject(root, "generator", PACKAGE_STRING);
 	num(root, "params", theory_request_params(req));
-	if (c->freeze[0] && req->model != NULL) /* Ψ_t, the floors' (docs/formats.md) */
+	if (zs_config_trains_part(c) && req->model != NULL) /* Ψ_t, the floors' (docs/formats.md) */
 		num(root, "trainable_params", theory_request_trained(req));
 	config_json(root, req);
 	cJSON *rows = cJSON_AddArrayToObject(root, "rows");

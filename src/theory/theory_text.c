@@ -377,7 +377,7 @@ static int framework_headline(const struct theory_request *req)
 	 * and a frozen or accumulating run's, which the dense formula does not
 	 * know */
 	return req->model != NULL && (req->config->framework != ZS_FW_PAPER || req->model->experts > 0 ||
-	                              req->config->freeze[0] || req->config->grad_accum > 1);
+	                              zs_config_trains_part(req->config) || req->config->grad_accum > 1);
 }
 
 static void headline_of(const struct theory_request *req, const struct theory_row *r, struct headline *h)

@@ -24,6 +24,7 @@
 #include "theory/theory.h"
 #include "util/ds_coord.h"
 #include "util/freeze.h"
+#include "util/lora.h"
 #include "util/step.h"
 #include "util/util.h"
 
@@ -68,14 +69,19 @@ void theory_desc_model(struct theory_desc *d, const struct zs_model *m, const st
 	int mixed = o->elem == 2;
 	memset(d, 0, sizeof *d);
 	snprintf(d->freeze, sizeof d->freeze, "%s", o->freeze != NULL ? o->freeze : "");
-	d->freeze_graph = o->freeze_graph;
-	step_params_build(&d->params, m);
-	step_params_freeze(&d->params, d->freeze);
+	d->freeze_graph = o->freeze_graph || o->lora != NULL;
+	d->lora = o->lora;
+	if (o->lora == NULL) {
+		step_params_build(&d->params, m);
+		step_params_freeze(&d->params, d->freeze);
+	} else if (zs_lora_step_params(&d->params, m, m, o->lora, NULL) != 0)
+		abort(); /* the CLI refused it (zs_lora_paper_check) */
 	d->has_params = 1;
 	/* mixed precision: the params give the conversion buffers' size */
 	step_buffers_build(&d->bufs, m, mixed ? &d->params : NULL, batch, o->seq, mixed, o->recompute);
 	if (d->freeze_graph)
 		step_buffers_freeze(&d->bufs, &d->params, o->recompute);
+	step_buffers_lora(&d->bufs, &d->params, batch, o->seq, mixed, o->recompute);
 	d->has_buffers = 1;
 	d->model = m;
 	d->batch = batch;
@@ -114,7 +120,8 @@ int theory_desc_fits(const struct theory_desc *d, const struct zs_model *m, cons
 {
 	return d->has_buffers && d->model == m && d->batch == batch && d->seq == o->seq && d->elem == o->elem &&
 	       d->recompute == o->recompute && d->routing == o->routing &&
-	       strcmp(d->freeze, o->freeze != NULL ? o->freeze : "") == 0 && d->freeze_graph == o->freeze_graph;
+	       strcmp(d->freeze, o->freeze != NULL ? o->freeze : "") == 0 &&
+	       d->freeze_graph == (o->freeze_graph || o->lora != NULL) && d->lora == o->lora;
 }
 
 void theory_desc_free(struct theory_desc *d)
@@ -1293,7 +1300,7 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 	} else {
 		/* --freeze: the params over the n_u, the grads and the optimizer
 		 * state over the t_u (DeepSpeed's dp: the paper's) */
-		if ((fw == ZS_FW_PAPER || fw == ZS_FW_DEEPSPEED) && c != NULL && c->freeze[0])
+		if ((fw == ZS_FW_PAPER || fw == ZS_FW_DEEPSPEED) && c != NULL && zs_config_trains_part(c))
 			frozen_units(&frozen, p, scheme == ZS_ZERO3 && world > 1, unit, world, out->nunits);
 		theory_schedule_states(out, units, frozen.trained, b, scheme, world, &sts);
 		ev.trained = frozen.trained;

@@ -47,6 +47,11 @@ const char *zs_optim_impl_name(enum zs_optim_impl i) { return optim_impl_names[i
 const char *zs_zero_grad_name(enum zs_zero_grad z) { return zero_grad_names[z]; }
 const char *zs_attn_name(enum zs_attn a) { return attn_names[a]; }
 const char *zs_wrapper_name(enum zs_wrapper w) { return wrapper_names[w]; }
+int zs_config_trains_part(const struct zs_config *c)
+{
+	return c->freeze[0] || (c->lora_r && c->framework == ZS_FW_PAPER);
+}
+
 int zs_wrapper_step(const struct zs_config *c)
 {
 	return c->wrapper == ZS_WRAPPER_NONE || c->wrapper == ZS_WRAPPER_DDP || c->wrapper == ZS_WRAPPER_FSDP ||
@@ -836,6 +841,24 @@ static int check_step_unit(const struct zs_config *c, char **cause)
  * what is described against tests/ft_torch.py), and FSDP with PEFT's wrap
  * policy, each adapter a unit of its own (util/ag_fsdp.h,
  * tests/ft_fsdp_lora.sh); its other keys only with it. */
+/* --lora-r under the paper's step (docs/finetune.md, "LoRA under the
+ * paper's schedule and DeepSpeed's own step"): fp32, no dropout, no 4-bit
+ * base, built so far; the model's part (a mixture, --unit
+ * model, zero3 at N > 1) is util/lora.h's zs_lora_paper_check. */
+static int check_lora_paper(const struct zs_config *c, char **cause)
+{
+	if (c->precision != ZS_FP32)
+		return zs_fail(cause, "--lora-r under --framework paper: --precision %s is not run with adapters yet (give "
+		               "--precision fp32)", zs_precision_name(c->precision));
+	if (c->lora_dropout > 0)
+		return zs_fail(cause, "--lora-dropout %g under --framework paper: the paper's step draws no dropout masks "
+		               "yet (give --lora-dropout 0, or --framework torch)", c->lora_dropout);
+	if (c->quant_nf4)
+		return zs_fail(cause, "--quant-base nf4 under --framework paper: the 4-bit base is the PyTorch step's alone "
+		               "(give --framework torch)");
+	return 0;
+}
+
 static int check_lora(const struct zs_config *c, char **cause)
 {
 	static const enum zs_key with_r[] = {ZS_KEY_LORA_ALPHA, ZS_KEY_LORA_DROPOUT, ZS_KEY_LORA_TARGETS};
@@ -851,12 +874,17 @@ static int check_lora(const struct zs_config *c, char **cause)
 		               "adapters over it)", c->quant_nf4 ? "nf4" : "none");
 	if (!c->lora_r)
 		return 0;
+	/* the reference freezes by name after wrapping (adapters included);
+	 * the step freezes every base parameter and trains every adapter */
+	if (c->freeze[0])
+		return zs_fail(cause, "--freeze with --lora-r: freezing adapters is not described yet (LoRA already "
+		               "freezes every base parameter: leave --freeze out)");
+	if (c->framework == ZS_FW_PAPER)
+		return check_lora_paper(c, cause);
 	if ((c->framework != ZS_FW_TORCH && c->wrapper != ZS_WRAPPER_DEEPSPEED) || !zs_wrapper_step(c))
-		return zs_fail(cause, "--lora-r: only under --framework torch with --wrapper none, ddp or fsdp, or --wrapper "
-		               "deepspeed, so far (--framework %s%s%s "
-		               "is not described with LoRA yet)", zs_framework_name(c->framework),
-		               c->framework != ZS_FW_PAPER ? " --wrapper " : "",
-		               c->framework != ZS_FW_PAPER ? zs_wrapper_name(c->wrapper) : "");
+		return zs_fail(cause, "--lora-r: only under --framework paper, or torch with --wrapper none, ddp or fsdp, or "
+		               "--wrapper deepspeed, so far (--framework %s --wrapper %s is not described with LoRA yet)",
+		               zs_framework_name(c->framework), zs_wrapper_name(c->wrapper));
 	/* bitsandbytes 0.47.0 requires torch >= 2.2 (its pyproject.toml line 45;
 	 * it registers its ops with torch.library.register_kernel) */
 	if (c->quant_nf4 && c->torch_version == ZS_TORCH_1_13)
@@ -868,11 +896,6 @@ static int check_lora(const struct zs_config *c, char **cause)
 	if (c->quant_nf4 && (c->precision == ZS_AMP_BF16 || c->precision == ZS_AMP_FP16))
 		return zs_fail(cause, "--quant-base nf4 with --precision %s: QLoRA under autocast is not described yet (give "
 		               "--precision fp32)", zs_precision_name(c->precision));
-	/* the reference freezes by name after wrapping (adapters included);
-	 * the step freezes every base parameter and trains every adapter */
-	if (c->freeze[0])
-		return zs_fail(cause, "--freeze with --lora-r: freezing adapters is not described yet (LoRA already "
-		               "freezes every base parameter: leave --freeze out)");
 	return 0;
 }
 

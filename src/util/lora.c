@@ -112,7 +112,7 @@ uint64_t zs_lora_trained(const struct zs_lora_set *s)
 	return n;
 }
 
-void zs_lora_describe(struct step_params *p, const struct zs_lora_set *s)
+void zs_lora_describe(struct step_params *p, const struct zs_lora_set *s, double dropout)
 {
 	size_t nt = p->ntensors + 2 * s->n, nm = p->nmodules + 2 * s->n, k = 0;
 	struct step_tensor *t = zs_malloc(nt * sizeof *t);
@@ -168,8 +168,63 @@ void zs_lora_describe(struct step_params *p, const struct zs_lora_set *s)
 	}
 	p->numel = off;
 	p->freeze = "everything but LoRA's adapters";
+	p->lora_dropout = dropout;
 	step_params_first_matmuls(p);
 	free(tmap);
 	free(mmap);
 	free(at);
+}
+
+int zs_lora_step_params(struct step_params *p, const struct zs_model *shape, const struct zs_model *hf,
+                        const struct zs_config *c, char **cause)
+{
+	step_params_build(p, shape);
+	step_params_freeze(p, zs_freeze_saved_spec(c));
+	if (!c->lora_r || c->framework != ZS_FW_PAPER)
+		return 0;
+	struct zs_lora_set s;
+	if (zs_lora_build(&s, p, hf, c->lora_r, c->lora_targets, cause) != 0) {
+		step_params_free(p);
+		return -1;
+	}
+	zs_lora_describe(p, &s, c->lora_dropout);
+	zs_lora_free(&s);
+	return 0;
+}
+
+int zs_lora_paper_check(const struct zs_config *c, const struct zs_model *m, char **cause)
+{
+	if (!c->lora_r || c->framework != ZS_FW_PAPER)
+		return 0;
+	if (m == NULL)
+		return zs_fail(cause, "--lora-r under --framework paper: only with --model (a transformer: the MLP has no "
+		                      "linear layers PEFT names)");
+	/* the adapters start as the PyTorch step's (engine.c), which runs no
+	 * gemma with LoRA yet */
+	if (m->experts > 0 || m->gemma)
+		return zs_fail(cause, "--lora-r under --framework paper: %s (a %s) is not run with adapters yet (give "
+		                      "--framework torch%s)", m->name, m->experts > 0 ? "mixture of experts" : m->model_type,
+		               m->experts > 0 ? "" : ", which refuses it too");
+	struct step_params p;
+	if (zs_lora_step_params(&p, m, m, c, cause) != 0)
+		return -1;
+	int bad = 0;
+	for (size_t u = 0; !bad && u < c->nunits; u++) {
+		size_t n;
+		struct zs_freeze_run *run = zs_freeze_units(&p, c->units[u] == ZS_UNIT_LAYER, 0, &n, NULL);
+		if (run == NULL)
+			bad = zs_fail(cause, "--lora-r under --framework paper --unit model: each block's adapters are its "
+			                     "layer's tail, runs apart in the flat vector (docs/finetune.md): give --unit "
+			                     "layer");
+		free(run);
+	}
+	for (size_t i = 0; !bad && i < c->nschemes; i++)
+		for (size_t w = 0; !bad && w < c->nworld; w++)
+			if (c->schemes[i] == ZS_ZERO3 && c->world[w] > 1)
+				bad = zs_fail(cause, "--lora-r under --framework paper --schemes zero3 at N = %u: a block's unit "
+				                     "holds its frozen base and its adapters, and zero3 shards a unit's optimizer "
+				                     "state as its params (docs/finetune.md): give N = 1 or dp, zero1, zero2",
+				              c->world[w]);
+	step_params_free(&p);
+	return bad;
 }

@@ -7,9 +7,10 @@
  *
  * It is the part of the contract that does not depend on how a framework
  * runs the adapters: the PyTorch step (util/autograd.c) matches its
- * targets with zs_lora_target; the paper's schedule and DeepSpeed's own
- * step are to walk zs_lora_build's list (docs/finetune.md, "LoRA under
- * the paper's schedule and DeepSpeed": designed, refused until built).
+ * targets with zs_lora_target; the paper's step (engine and theory)
+ * walks the description zs_lora_step_params builds from zs_lora_build's
+ * list (docs/finetune.md, "LoRA under the paper's schedule and DeepSpeed's
+ * own step"; DeepSpeed's own step refuses --lora-r).
  *
  * Ownership: zs_lora_build allocates s->a; zs_lora_free releases it.
  * Out of memory is fatal.
@@ -20,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/config.h"
 #include "util/model.h"
 #include "util/step.h"
 
@@ -80,10 +82,26 @@ void zs_lora_free(struct zs_lora_set *s);
  * right after it in the modules' (forward) order and at the end of its
  * layer's tensors (a layer's base tensors first: its trained elements
  * are its tail), and mark every base tensor frozen, the adapters trained
- * (PEFT's mark_only_lora_as_trainable, bias "none"). Not run by the
- * engine or walked by the theory yet: the CLI refuses --lora-r under
- * --framework paper and deepspeed. */
-void zs_lora_describe(struct step_params *p, const struct zs_lora_set *s);
+ * (PEFT's mark_only_lora_as_trainable, bias "none"); `dropout`,
+ * --lora-dropout, goes in p->lora_dropout (which of the inputs the step
+ * keeps: util/step.h's step_buffers_lora). */
+void zs_lora_describe(struct step_params *p, const struct zs_lora_set *s, double dropout);
+
+/* The step description zerosim's own step runs for c over `shape` (the
+ * model the kernels run; hf, the model read, names PEFT's default targets
+ * by its model_type): step_params_build, --freeze's marks
+ * (zs_freeze_saved_spec), then under --framework paper with --lora-r
+ * c's adapters (zs_lora_build, zs_lora_describe). The one place the
+ * engine's layout, its net and the theory's walk take it from. Returns 0,
+ * or -1 with *cause (p released) where no layer matches the targets. */
+int zs_lora_step_params(struct step_params *p, const struct zs_model *shape, const struct zs_model *hf,
+                        const struct zs_config *c, char **cause);
+/* --lora-r under --framework paper (0 under any other, or without it):
+ * what the paper's step runs with adapters, every --unit and --schemes
+ * of c laid out over m's description (zs_freeze_units), or -1 with one
+ * line in *cause (the MLP, a mixture of experts, a gemma, --unit model,
+ * zero3 at N > 1, targets that match nothing). */
+int zs_lora_paper_check(const struct zs_config *c, const struct zs_model *m, char **cause);
 
 /* The adapters' elements, Σ r·(in + out): PEFT's trainable count
  * (PeftModel.get_nb_trainable_parameters, peft_model.py line 955). */

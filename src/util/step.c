@@ -583,14 +583,26 @@ static size_t head_weight(const struct step_params *p)
 	return p->module[x].first;
 }
 
+/* Whether module x has a LoRA adapter that reads its input (util/lora.h:
+ * lora_A's weight gradient reads its input, x itself without dropout,
+ * the dropout's output with it, which step_buffers_lora keeps). */
+static int adapter_reads_input(const struct step_params *p, size_t x)
+{
+	for (size_t y = x + 1; p->lora_dropout == 0 && y < p->nmodules && p->module[y].adapter != NULL; y++)
+		if (p->module[y].base == x)
+			return 1;
+	return 0;
+}
+
 /* Whether layer l (in the graph) keeps saved tensor a, the input of one
  * of its linears, which only that linear's weight gradient reads
  * (tfm.c's matmul_backward reads its input for dW alone): not where the
- * weight is frozen. A block's four (q/k/v, the attention's output, up,
- * down: their order in forward) under recompute none or selective (full
- * rebuilds every block tensor; selective rebuilds atty, the attention's
- * output, with its scores); a mixture's block (more linears) keeps them
- * all. The head's, the final norm's output (1.13: F.linear(x, w) with w
+ * weight is frozen, unless an adapter on it reads it. A block's four
+ * (q/k/v, the attention's output, up, down: their order in forward; its
+ * adapters' own matmuls are not among them) under recompute none or
+ * selective (full rebuilds every block tensor; selective rebuilds atty,
+ * the attention's output, with its scores); a mixture's block (more
+ * linears) keeps them all. The head's, the final norm's output (1.13: F.linear(x, w) with w
  * frozen saves no x, MmBackward0's _saved_self None; derivatives.yaml's
  * mm saves self for mat2's gradient only), under every recompute: no
  * checkpoint holds the head. */
@@ -601,11 +613,11 @@ static int linear_input_kept(const struct step_params *p, enum zs_recompute reco
 		return a != STEP_ACT_LNF || step_trained(p, head_weight(p));
 	size_t k = 0, w[4] = {0};
 	for (size_t x = 0; x < p->nmodules; x++)
-		if (p->module[x].layer == l && p->module[x].matmul && k++ < 4)
-			w[k - 1] = p->module[x].first;
+		if (p->module[x].layer == l && p->module[x].matmul && p->module[x].adapter == NULL && k++ < 4)
+			w[k - 1] = x;
 	for (unsigned j = 0; j < 4 && k == 4 && l > 0 && recompute != ZS_RECOMPUTE_FULL; j++)
 		if (in[j] == a && !(recompute == ZS_RECOMPUTE_SELECTIVE && a == STEP_ACT_ATTY))
-			return step_trained(p, w[j]);
+			return step_trained(p, p->module[w[j]].first) || adapter_reads_input(p, w[j]);
 	return 1;
 }
 
@@ -629,6 +641,37 @@ void step_buffers_freeze(struct step_buffers *b, const struct step_params *p, en
 	for (size_t i = 0; p->tied && !step_trained(p, head_weight(p)) && i < b->n; i++)
 		if (b->buf[i].role == STEP_SAVED && b->buf[i].index == STEP_ACT_LOGITS)
 			b->buf[i].freed_after = head;
+}
+
+void step_buffers_lora(struct step_buffers *b, const struct step_params *p, uint64_t batch, uint64_t seq, int mixed,
+                       enum zs_recompute recompute)
+{
+	const uint64_t BT = batch * seq;
+	const unsigned e16 = mixed ? 2 : 4;
+	const int drop = p->lora_dropout > 0, rc = recompute == ZS_RECOMPUTE_FULL;
+	struct bufs x = {b, b->n};
+	uint64_t r = 0, in = 0;
+	for (size_t y = 0; y < p->nmodules; y++) {
+		const struct step_module *md = &p->module[y];
+		if (md->adapter == NULL || strncmp(md->adapter, "lora_A", 6) != 0) /* each adapter's by its lora_A */
+			continue;
+		const struct step_tensor *A = &p->tensor[md->first]; /* [r, in] */
+		size_t l = md->layer;
+		r = A->shape[0], in = A->shape[1] > in ? A->shape[1] : in;
+		buf(&x, (struct step_buffer){"lora_xa", STEP_LORA, (unsigned)y, (int)l - 1, BT * r, e16,
+		                             ZS_CAT_ACTIVATIONS, STEP_AT_LAYER, l, l, rc, 0});
+		if (drop) {
+			buf(&x, (struct step_buffer){"lora_drop", STEP_LORA, (unsigned)y, (int)l - 1, BT * A->shape[1], e16,
+			                             ZS_CAT_ACTIVATIONS, STEP_AT_LAYER, l, l, rc, 0});
+			buf(&x, (struct step_buffer){"lora_noise", STEP_LORA, (unsigned)y, (int)l - 1, BT * A->shape[1], e16,
+			                             ZS_CAT_ACTIVATIONS, STEP_AT_LAYER, l, l, rc, 0});
+		}
+	}
+	buf(&x, (struct step_buffer){"dlora", STEP_LORA_SCRATCH, STEP_LORA_DT, -1, BT * r, 4, ZS_CAT_SCRATCH,
+	                             STEP_AT_BACKWARD, 0, 1, 0, 0});
+	if (drop)
+		buf(&x, (struct step_buffer){"dlora_x", STEP_LORA_SCRATCH, STEP_LORA_DX, -1, BT * in, 4, ZS_CAT_SCRATCH,
+		                             STEP_AT_BACKWARD, 0, 1, 0, 0});
 }
 
 const char *zs_freeze_saved_spec(const struct zs_config *c)

@@ -112,6 +112,10 @@ struct step_params {
 	/* The --freeze spec that marked its tensors (step_params_freeze), for
 	 * messages; NULL: none, every tensor trained. */
 	const char *freeze;
+	/* LoRA's dropout p over the adapters (util/lora.h's zs_lora_describe;
+	 * 0: none, PEFT's nn.Identity): with p > 0 lora_A reads the dropout's
+	 * output (step_buffers_lora keeps it), not its base layer's input. */
+	double lora_dropout;
 };
 
 /* Module i's or tensor i's Hugging Face name ("transformer.h.0.ln_1",
@@ -195,7 +199,9 @@ enum step_role {
 	STEP_W32, STEP_ACT32, STEP_G32, /* mixed precision: the fp32 conversion buffers */
 	STEP_SAVED,                /* a layer's saved tensor, enum step_act `index` */
 	STEP_MOE,                  /* a mixture's block's routed tensor, enum step_moe `index` (below) */
-	STEP_MOE_SCRATCH           /* the mixture's backward scratch, enum step_moe_scratch `index` */
+	STEP_MOE_SCRATCH,          /* the mixture's backward scratch, enum step_moe_scratch `index` */
+	STEP_LORA,                 /* an adapter's saved tensor (step_buffers_lora): its lora_A module `index` */
+	STEP_LORA_SCRATCH          /* the adapters' backward scratch, enum step_lora_scratch `index` */
 };
 #define STEP_NSCRATCH 6
 
@@ -301,6 +307,27 @@ long step_moe_expert(const struct step_buffer *b);
  * (d(l+1), STEP_SAVED STEP_ACT_MLP_OUT), made before its forward. The caller frees
  * b->buf with free(). */
 void step_buffers_mlp(struct step_buffers *b, const size_t *widths, size_t nwidths, uint64_t batch);
+
+/* LoRA's buffers under the paper's schedule and DeepSpeed's own step
+ * (docs/finetune.md, "LoRA under the paper's schedule and DeepSpeed's own
+ * step"), appended to b (step_buffers_build's list for p's model) for
+ * p's adapters (zs_lora_describe; none: b unchanged), B·T rows each.
+ * Per adapter, named by its lora_A module (`index`, role STEP_LORA):
+ * "lora_xa" [BT, r], A's output, which B's weight gradient reads (a
+ * product's: 16-bit in mixed); with p->lora_dropout > 0 also
+ * "lora_drop" [BT, in], the dropout's output, which A's weight gradient
+ * reads, and "lora_noise" [BT, in], the dropout's scaled Bernoulli mask
+ * (1.13's CPU _dropout_impl: x * noise, MulBackward0 keeps the noise),
+ * both x's size. Made before the layer's forward, freed after its
+ * backward; rebuilt under full recomputation as the block's tensors are
+ * (every one but its output). The backward's scratch (STEP_LORA_SCRATCH,
+ * fp32): "dlora" [BT, r], A's output's gradient (lora_backward's dt), and
+ * with dropout "dlora_x" [BT, in] of the widest adapted input, the
+ * dropout's output's gradient before its mask; made at the start of
+ * backward, freed after block 0's as dx. */
+enum step_lora_scratch { STEP_LORA_DT, STEP_LORA_DX };
+void step_buffers_lora(struct step_buffers *b, const struct step_params *p, uint64_t batch, uint64_t seq, int mixed,
+                       enum zs_recompute recompute);
 
 /* --freeze under the paper's schedule (util/freeze.h's patterns) */
 

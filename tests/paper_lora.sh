@@ -1,0 +1,125 @@
+#!/bin/sh
+# paper_lora — --lora-r under the paper's schedule (docs/finetune.md, "LoRA
+# under the paper's schedule and DeepSpeed's own step"): the adapters,
+# lora_A [r, in] and lora_B [out, r], are the only trained tensors; the
+# base is frozen (no grads, no optimizer state).
+#
+# 1. The bytes: theory = measure to the byte (tests/json_agree: resident,
+#    peak, every category at the peak, bytes sent) on report/models'
+#    gpt2-tiny (tied) and llama-tiny: default targets (c_attn; q_proj,
+#    v_proj) and all-linear, r 4 and 8, dp, zero1, zero2 at N = 1, 2, 3,
+#    zero3 at N = 1, K = 1, 2, recompute none, selective, full.
+# 2. Training: the losses of 3 steps equal the PyTorch step's with the
+#    same --lora-r (the plain loop at N = 1, DDP at N = 2, K = 1 and 2:
+#    each held to real PyTorch by tests/ft_lora.sh), within 1e-5
+#    relative, fp32 Adam;
+#    the control: the paper's step without --lora-r differs (from step 2:
+#    lora_B starts at zeros, so step 1's loss is the base's).
+# 3. The base's bytes never change: llama-tiny's embedding and block 0's
+#    base (--dump-weights) bitwise the same after one step and three, and
+#    the seed's initial weights, while block 0's adapters moved.
+# 4. By hand: what the adapters add to the resident bytes, 16 bytes a
+#    trained element under fp32 Adam (param, grad, m, v) over PEFT's count
+#    (tests/test_lora: llama-tiny q, v r 4 1,792; all-linear r 8 18,688),
+#    beside the base's params alone.
+# 5. What is not built is refused with one line, exit 2.
+# About 80 s on a loaded shared core (20 s of CPU).
+#
+# Exit 0 pass, 1 mismatch, 99 hard error.
+set -u
+name=paper_lora
+. "${srcdir:-.}/tests/ft_lib.sh"
+. "${srcdir:-.}/tests/freeze_lib.sh"
+ft_configs 256 160 # $tmp/gpt2.json, llama.json: the PyTorch step's tiny models (dropout 0)
+
+# 1. theory = measure (tests/freeze_lib.sh's fz_agree)
+fz_agree --model "$llama" --lora-r 4 --precision fp32 --world 1,2,3 --schemes dp,zero1,zero2 --unit layer
+fz_agree --model "$llama" --lora-r 8 --lora-targets all-linear --precision fp32 --grad-accum 2 --world 1,2,3 \
+	--schemes dp,zero1,zero2 --unit layer
+fz_agree --model "$llama" --lora-r 4 --lora-targets all-linear --precision fp32 --world 1 --schemes zero3 \
+	--unit layer --recompute full
+fz_agree --model "$llama" --lora-r 4 --lora-targets o_proj,down_proj --lora-alpha 16 --precision fp32 --world 1,2 \
+	--schemes dp,zero2 --unit layer --recompute selective
+fz_agree --model "$gpt2" --lora-r 4 --precision fp32 --world 1,2 --schemes dp,zero1,zero2 --unit layer
+fz_agree --model "$gpt2" --lora-r 4 --lora-targets all-linear --precision fp32 --grad-accum 2 --world 1,2 \
+	--schemes dp,zero1,zero2 --unit layer --recompute full
+fz_agree --model "$gpt2" --lora-r 8 --lora-targets all-linear --precision fp32 --world 1 --schemes zero3 --unit layer
+
+# 2. The losses against the PyTorch step's (tests/freeze_lib.sh's fz_train).
+for model in gpt2 llama; do
+	for targets in default all-linear; do
+		lora="--lora-r 4"
+		[ $targets = all-linear ] && lora="$lora --lora-targets all-linear"
+		for run in 1:none 2:ddp; do # N and the PyTorch step's wrapper
+			world=${run%:*} wrapper=${run#*:} schemes=dp,zero1,zero2,zero3
+			[ "$world" -gt 1 ] && schemes=dp,zero1,zero2 # zero3 at N > 1 is refused (part 5)
+			# shellcheck disable=SC2086
+			fz_train "$model $targets N=$world" $wrapper $schemes --model $tmp/$model.json --world $world \
+				--precision fp32 --batch 2 --steps 3 $lora
+		done
+	done
+done
+# gradient accumulation: the adapters' grads summed over the micro-steps
+fz_train "llama default N=2 K=2" ddp dp,zero2 --model "$tmp/llama.json" --world 2 --precision fp32 --batch 2 \
+	--steps 3 --grad-accum 2 --lora-r 4
+[ "$checked" -eq 30 ] || { echo "$name: $checked comparisons, 30 expected" >&2; exit 1; }
+fz_control --lora-r 4
+
+# 3. The base's bytes (tests/freeze_lib.sh): llama-tiny's embedding and
+# block 0's base are elements 1..n of both vectors (no adapter before
+# them); block 0's adapters (q, v at r 4: 4·(64 + 64) + 4·(64 + 32) = 896
+# elements) follow.
+fz_units
+frozen_check "q,v r 4, fp32 zero2 N=2" 1 "$n" $((n + 1)) $((n + 896)) --lora-r 4 --precision fp32 \
+	--schemes zero2 --world 2 --unit layer
+frozen_check "all-linear r 4, fp32 zero3 N=1 K=2" 1 "$n" $((n + 1)) $((n + 896)) --lora-r 4 \
+	--lora-targets all-linear --precision fp32 --schemes zero3 --world 1 --unit layer --grad-accum 2
+
+# 4. The resident bytes by hand: dp N = 1, fp32 Adam: the base's params
+# (4 bytes an element, the run without --lora-r's param32) and 16 bytes a
+# trained element, PEFT's count.
+resident() {
+	"$zerosim" measure --model "$llama" --seq 16 --batch 2 --steps 1 --world 1 --schemes dp --precision fp32 "$@" \
+		--out "$tmp/r.json" || exit 99
+	tr -d ' \n\t' <"$tmp/r.json" | grep -o "\"resident_breakdown\":{[^}]*}" | head -1 |
+		grep -o '"[a-z0-9_]*":[0-9]*' | awk -F: '{ s += $2 } END { print s }'
+}
+base=$(resident) # every parameter trained: 16 bytes each, Ψ 223,552
+base=$((base / 16 * 4))
+for row in "1792 --lora-r 4" "18688 --lora-r 8 --lora-targets all-linear"; do
+	t=${row%% *} opts=${row#* }
+	# shellcheck disable=SC2086
+	got=$(resident $opts) want=$((base + 16 * t))
+	if [ "$got" = "$want" ]; then
+		echo "ok: resident with $opts: $got = 4 · 223,552 + 16 · $t"
+	else
+		echo "$name: FAIL: resident with $opts: $got, by hand $want (4 · 223,552 + 16 · $t)" >&2
+		status=1
+	fi
+done
+
+# 5. Refused: one line, exit 2, no file.
+refuse() {
+	want=$1
+	shift
+	for cmd in measure theory; do
+		rm -f "$tmp/o.json"
+		"$zerosim" $cmd --model "$llama" --seq 16 --batch 2 --lora-r 4 "$@" --out "$tmp/o.json" >/dev/null 2>"$tmp/err"
+		rc=$?
+		if [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "$want" "$tmp/err" && [ ! -e "$tmp/o.json" ]
+		then
+			echo "ok: $cmd $* refused: $(cat "$tmp/err")"
+		else
+			echo "$name: FAIL: $cmd $*: exit $rc, stderr: $(cat "$tmp/err")" >&2
+			status=1
+		fi
+	done
+}
+refuse "give --unit layer" --precision fp32 --unit model
+refuse "zero3 at N = 2" --precision fp32 --schemes zero3 --world 2 --unit layer
+refuse "precision mixed is not run with adapters" --precision mixed --unit layer
+refuse "draws no dropout masks" --precision fp32 --lora-dropout 0.1 --unit layer
+refuse "deepspeed --wrapper auto is not described with LoRA" --precision fp32 --framework deepspeed
+refuse "no linear layer of llama-tiny matches" --precision fp32 --lora-targets lm_head --unit layer
+echo "$name: $configs configurations, $points points of theory = measure; $checked loss comparisons"
+exit $status
