@@ -140,6 +140,12 @@ static int read_model(const cJSON *theory, const char *path, struct report_tfm_m
 	const char *wrapper = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "wrapper"));
 	m->torch_step = wrapper != NULL && (strcmp(wrapper, "ddp") == 0 || strcmp(wrapper, "none") == 0 ||
 	                                    strcmp(wrapper, "fsdp") == 0);
+	/* zerosim's own step with LoRA adapters (docs/finetune.md): the
+	 * section's floors take the frozen base's Ψ_t from config.freeze only */
+	if (!m->torch_step && cJSON_GetObjectItemCaseSensitive(cfg, "lora_r") != NULL &&
+	    !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cfg, "lora_r")))
+		return zs_fail(cause, "%s: config.lora_r under zerosim's own step: the transformer section's floors do not "
+		               "take LoRA's adapters yet (the report is not written)", path);
 	/* the PyTorch step's dropout, as its theory.json names it (zerosim's
 	 * own step runs none, and its file names no probability) */
 	static const char *const pdrop[] = {"embd_pdrop", "attn_pdrop", "resid_pdrop", "attention_dropout"};
