@@ -991,6 +991,9 @@ for cmd in measure theory; do
 	try 2 "--ddp-find-unused with --recompute full (Hugging Face's Trainer passes find_unused_parameters False under gradient checkpointing): not built yet" \
 		$cmd --framework torch $ddp --schemes dp --torch-version 1.13 --recompute full --ddp-find-unused on \
 		--out "$keep"
+	try 2 "--ddp-find-unused with --precision amp-bf16: not built yet (give --precision fp32)" \
+		$cmd --framework torch --model "$tiny" --wrapper ddp --world 2 --precision amp-bf16 --torch-device cpu \
+		--attn eager --schemes dp --torch-version 1.13 --ddp-find-unused on --out "$keep"
 	try 2 "--ddp-find-unused: 'yes' is not one of on, off" \
 		$cmd --framework torch $ddp --schemes dp --torch-version 1.13 --ddp-find-unused yes --out "$keep"
 	# --recompute full under torch is Hugging Face's gradient checkpointing
