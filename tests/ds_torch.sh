@@ -26,7 +26,7 @@
 #    from the model's shape;
 #  - what is not built refused with one line (exit 2), by measure and
 #    theory alike, an existing --out left as it was.
-# Runs from the build directory; about 45 s.
+# Runs from the build directory; about 20 s.
 set -u
 zerosim=${ZS_BUILDDIR:-.}/zerosim
 agree=${ZS_BUILDDIR:-.}/tests/json_agree
@@ -39,13 +39,36 @@ done
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-dst.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 fail() { echo "ds_torch: FAIL: $*" >&2; exit 1; }
-# field FILE WORLD KEY: a run's value (JSON) in a measure's file, or a
-# row's schedule's in a theory's
+# load FILE...: one python3 for the files (a measure's or a theory's)
+# writes every run's value (JSON, keys sorted) to FILE.d/WORLD/KEY, a
+# row's schedule's in a theory's, and each member of an object to
+# FILE.d/WORLD/KEY.d/MEMBER; field FILE WORLD KEY [MEMBER] reads one back,
+# loading FILE the first time (each file is written once: no name is
+# reused), and prints a line no file holds where the value is not there,
+# so that no comparison passes on two missing values
+load() {
+	python3 -c 'import json, os, sys
+for f in sys.argv[1:]:
+    d = json.load(open(f))
+    for x in d.get("runs", d.get("rows")):
+        w = os.path.join(f + ".d", str(x["world"]))
+        if os.path.isdir(w):
+            continue
+        os.makedirs(w)
+        for k, v in (x if "runs" in d else x["schedule"]).items():
+            assert "/" not in k
+            open(os.path.join(w, k), "w").write(json.dumps(v, sort_keys=True) + "\n")
+            if isinstance(v, dict):
+                os.mkdir(os.path.join(w, k + ".d"))
+                for m, u in v.items():
+                    assert "/" not in m
+                    open(os.path.join(w, k + ".d", m), "w").write(json.dumps(u, sort_keys=True) + "\n")' "$@"
+}
 field() {
-	python3 -c 'import json, sys
-d = json.load(open(sys.argv[1]))
-r = [x if "runs" in d else x["schedule"] for x in d.get("runs", d.get("rows")) if x["world"] == int(sys.argv[2])]
-print(json.dumps(r[0][sys.argv[3]], sort_keys=True))' "$@"
+	[ -d "$1.d" ] || load "$1" || echo "ds_torch: cannot read $1" >&2
+	v=$1.d/$2/$3
+	[ $# -gt 3 ] && v=$1.d/$2/$3.d/$4
+	cat "$v" 2>/dev/null || echo "(no $* in $1)"
 }
 command -v python3 >/dev/null || { echo "ds_torch: SKIP: no python3 to read the files"; exit 77; }
 
@@ -72,6 +95,7 @@ rows() {
 			# shellcheck disable=SC2086
 			"$zerosim" theory $ds $step --model "$models/$model.json" --schemes $scheme --world 1,2,3 "$@" \
 				--out "$t" || fail "theory $model $scheme $*"
+			load "$m" "$t" || fail "cannot read $m or $t"
 			out=$("$agree" "$m" "$t") || fail "theory and measure differ, $model $scheme $*: $out"
 			[ "$out" = "json_agree: 3 points agree exactly" ] || fail "$model $scheme $*: $out"
 			for w in 1 2 3; do
@@ -81,25 +105,26 @@ rows() {
 					fail "the marks differ (or are missing), $model $scheme N=$w $*"
 			done
 		done
+		ddp=$tmp/ddp-$model$tag.json
+		# shellcheck disable=SC2086
+		"$zerosim" measure -q --framework torch --wrapper ddp $step --model "$models/$model.json" --schemes dp \
+			--world "$(echo ${ddpw:-1 2 3} | tr ' ' ,)" "$@" --out "$ddp" || fail "measure ddp $model $*"
 		# shellcheck disable=SC2086
 		for w in ${ddpw:-1 2 3}; do
-			# shellcheck disable=SC2086
-			"$zerosim" measure -q --framework torch --wrapper ddp $step --model "$models/$model.json" --schemes dp \
-				--world $w "$@" --out "$tmp/ddp.json" || fail "measure ddp $model N=$w $*"
 			for scheme in zero1 zero2; do
 				m=$tmp/m-$model-$scheme$tag.json lim=2
 				[ $scheme = zero2 ] && lim=${exact:-2}
 				if [ $w -le "$lim" ]; then
 					for key in losses weights_digest; do
-						[ "$(field "$tmp/ddp.json" $w $key)" = "$(field "$m" $w $key)" ] ||
-							fail "$model $scheme N=$w $*: $key $(field "$m" $w $key), DDP's $(field "$tmp/ddp.json" $w $key)"
+						[ "$(field "$ddp" $w $key)" = "$(field "$m" $w $key)" ] ||
+							fail "$model $scheme N=$w $*: $key $(field "$m" $w $key), DDP's $(field "$ddp" $w $key)"
 					done
 				else
 					python3 -c 'import sys, json
 a, b = (json.loads(x) for x in sys.argv[1:])
 sys.exit(not (len(a) == len(b) == 3 and all(abs(x - y) <= 1e-6 * abs(y) for x, y in zip(a, b))))' \
-						"$(field "$m" $w losses)" "$(field "$tmp/ddp.json" $w losses)" ||
-						fail "$model $scheme N=3 $*: losses $(field "$m" $w losses), DDP's $(field "$tmp/ddp.json" $w losses)"
+						"$(field "$m" $w losses)" "$(field "$ddp" $w losses)" ||
+						fail "$model $scheme N=3 $*: losses $(field "$m" $w losses), DDP's $(field "$ddp" $w losses)"
 				fi
 			done
 		done
@@ -153,8 +178,7 @@ for case in "frz $((2 * d + 2 * block))" "lora $((2 * (r * d + 3 * d * r)))"; do
 	for scheme in zero1 zero2; do
 		for w in 1 2 3; do
 			want=$((4 * (($2 + 2 * w - 1) / (2 * w) * 2)))
-			got=$(field "$tmp/m-gpt2-tiny-$scheme-$1.json" $w resident_breakdown |
-				python3 -c 'import json, sys; print(json.load(sys.stdin)["master32"])')
+			got=$(field "$tmp/m-gpt2-tiny-$scheme-$1.json" $w resident_breakdown master32)
 			[ "$got" -eq "$want" ] || fail "$1 $scheme N=$w: the fp32 partition is $got bytes, not $want"
 		done
 	done
@@ -177,7 +201,7 @@ for scheme in zero1 zero2; do
 		[ $scheme = zero2 ] && [ $w -gt 1 ] && continue
 		want=$((1024 + 4 + 4 * L))
 		[ $scheme = zero1 ] && want=$((want + 4 * 100000))
-		at() { python3 -c 'import json, sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$(field "$1" $w marks)" "$2"; }
+		at() { field "$1" $w marks "$2"; }
 		got=$(($(at "$tmp/m-gpt2-tiny-$scheme-acc2.json" phase:forward@1) - $(at "$tmp/m-gpt2-tiny-$scheme.json" phase:forward)))
 		[ "$got" -eq "$want" ] || fail "$scheme N=$w: K = 2 holds $got bytes more than K = 1 where the forward starts," \
 			"not $want"
@@ -197,17 +221,16 @@ echo "ok: where the second forward starts K = 2 holds 1024 + 4 + 4 L (+ the buck
 for K in 1 2; do
 	# shellcheck disable=SC2086
 	"$zerosim" measure -q --framework torch --wrapper none $step --zero-grad none --model "$tiny" --schemes dp \
-		--world 1 --grad-accum $K --out "$tmp/plain.json" || fail "measure --wrapper none K=$K"
-	drop() { python3 -c 'import json, sys; m = json.loads(sys.argv[1]); print(m["phase:zero_grad"] - m["phase:between"])' \
-		"$(field "$1" "$2" marks)"; }
+		--world 1 --grad-accum $K --out "$tmp/plain-$K.json" || fail "measure --wrapper none K=$K"
+	drop() { echo $(($(field "$1" "$2" marks phase:zero_grad) - $(field "$1" "$2" marks phase:between))); }
 	want=$((4 * L - 4))
 	[ $K = 2 ] && want=$((4 * L))
-	[ $K = 1 ] && plain1=$(drop "$tmp/plain.json" 1)
+	[ $K = 1 ] && plain1=$(drop "$tmp/plain-$K.json" 1)
 	for scheme in zero1 zero2; do
 		f=$tmp/m-gpt2-tiny-$scheme.json
 		[ $K = 2 ] && f=$tmp/m-gpt2-tiny-$scheme-acc2.json
 		for w in 1 2 3; do
-			got=$(($(drop "$tmp/plain.json" 1) - $(drop "$f" $w)))
+			got=$(($(drop "$tmp/plain-$K.json" 1) - $(drop "$f" $w)))
 			[ "$got" -eq "$want" ] || fail "$scheme K=$K N=$w: from zero_grad to the step's end the plain loop frees" \
 				"$got bytes more than the engine, not $want (4 L - 4 + 4 (K - 1): self.losses held to the step)"
 		done
@@ -224,7 +247,7 @@ echo "ok: the engine's self.losses (4 B) held from the backward to the step's en
 # yet, so stage 2 has made nothing else by then.
 want=$((4 * (2 * d + block)))
 for w in 1 2 3; do
-	at() { python3 -c 'import json, sys; print(json.loads(sys.argv[1])["bwd:h.0:start"])' "$(field "$1" $w marks)"; }
+	at() { field "$1" $w marks bwd:h.0:start; }
 	got=$(($(at "$tmp/m-gpt2-tiny-zero1.json") - $(at "$tmp/m-gpt2-tiny-zero2.json")))
 	[ "$got" -eq "$want" ] || fail "N=$w: stage 1 holds $got bytes more than stage 2 where h.0's backward starts," \
 		"not $want (the gradients of ln_f and h.1)"
@@ -323,34 +346,35 @@ grep -q '"framework":	"deepspeed"' "$tmp/auto.json" || fail "--wrapper auto's fi
 z3_psi_gpt2=$(((1024 + 64) * d + 2 * block + 2 * d))
 z3_psi_llama=$((2 * 1024 * d + 2 * (2 * d + 2 * d * d + 2 * d * 32 + 3 * d * 176) + d))
 for model in gpt2-tiny llama-tiny; do
+	m3=$tmp/m3-$model.json t3=$tmp/t3-$model.json ddp=$tmp/ddp3-$model.json
 	# shellcheck disable=SC2086
 	"$zerosim" measure -q $ds $step --model "$models/$model.json" --schemes zero3 --world 1 --timeline \
-		--out "$tmp/m3.json" || fail "measure $model zero3"
+		--out "$m3" || fail "measure $model zero3"
 	# shellcheck disable=SC2086
-	"$zerosim" theory $ds $step --model "$models/$model.json" --schemes zero3 --world 1 --out "$tmp/t3.json" ||
+	"$zerosim" theory $ds $step --model "$models/$model.json" --schemes zero3 --world 1 --out "$t3" ||
 		fail "theory $model zero3"
-	out=$("$agree" "$tmp/m3.json" "$tmp/t3.json") || fail "theory and measure differ, $model zero3: $out"
+	out=$("$agree" "$m3" "$t3") || fail "theory and measure differ, $model zero3: $out"
 	[ "$out" = "json_agree: 1 points agree exactly" ] || fail "$model zero3: $out"
-	field "$tmp/m3.json" 1 marks >"$tmp/marks-m"
-	field "$tmp/t3.json" 1 marks >"$tmp/marks-t"
+	field "$m3" 1 marks >"$tmp/marks-m"
+	field "$t3" 1 marks >"$tmp/marks-t"
 	[ -s "$tmp/marks-m" ] && cmp -s "$tmp/marks-m" "$tmp/marks-t" || fail "the marks differ, $model zero3"
 	# shellcheck disable=SC2086
 	"$zerosim" measure -q --framework torch --wrapper ddp $step --model "$models/$model.json" --schemes dp \
-		--world 1 --out "$tmp/ddp.json" || fail "measure ddp $model N=1"
+		--world 1 --out "$ddp" || fail "measure ddp $model N=1"
 	for key in losses weights_digest; do
-		[ "$(field "$tmp/ddp.json" 1 $key)" = "$(field "$tmp/m3.json" 1 $key)" ] ||
-			fail "$model zero3: $key $(field "$tmp/m3.json" 1 $key), DDP's $(field "$tmp/ddp.json" 1 $key)"
+		[ "$(field "$ddp" 1 $key)" = "$(field "$m3" 1 $key)" ] ||
+			fail "$model zero3: $key $(field "$m3" 1 $key), DDP's $(field "$ddp" 1 $key)"
 	done
 	if [ $model = gpt2-tiny ]; then
 		psi=$z3_psi_gpt2
 		# self.losses to the step, as stages 1 and 2 (above)
-		[ $((plain1 - $(drop "$tmp/m3.json" 1))) -eq $((4 * L - 4)) ] ||
+		[ $((plain1 - $(drop "$m3" 1))) -eq $((4 * L - 4)) ] ||
 			fail "zero3: from zero_grad to the step's end the plain loop frees" \
-				"$((plain1 - $(drop "$tmp/m3.json" 1))) bytes more than the engine, not 4 L - 4"
+				"$((plain1 - $(drop "$m3" 1))) bytes more than the engine, not 4 L - 4"
 	else psi=$z3_psi_llama; fi
 	[ $((psi % 2)) -eq 0 ] || fail "$model: $psi parameters, odd: stage 2 pads"
 	want=$((4 * psi + 4 * 100000 + 1 + 4))
-	got=$(($(field "$tmp/m3.json" 1 resident_bytes) - $(field "$tmp/m-$model-zero2.json" 1 resident_bytes)))
+	got=$(($(field "$m3" 1 resident_bytes) - $(field "$tmp/m-$model-zero2.json" 1 resident_bytes)))
 	[ "$got" -eq "$want" ] || fail "$model: zero3 holds $got bytes more than zero2 between steps, not $want" \
 		"(4 x $psi + 4 x 100000 + 1 + 4)"
 	echo "ok: $model zero3 N=1: theory = measure to the byte and at every mark, DDP's losses and weights," \

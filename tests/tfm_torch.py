@@ -1,6 +1,6 @@
 """tfm_torch -- the PyTorch half of the agreement test (tests/tfm_torch.sh).
 
-    python3 tests/tfm_torch.py DIR
+    python3 tests/tfm_torch.py DIR [CONFIG] [DIR CONFIG]...
 
 DIR holds a transformer's case as zerosim writes it (measure --write-case):
 case.json (zerosim-case/2: the Hugging Face style model config, seq, the
@@ -35,7 +35,11 @@ the same steps with torch.optim.Adam and compares:
     measures how Adam amplifies the rounding of a few near-zero first-step
     gradients, not the model); GPT-2 at these sizes is such a case.
 
-Exit status 0 when all hold, 1 otherwise; one line per check on stdout.
+Several runs, each DIR with the CONFIG it was made from, are checked in
+one process (torch imported once: tests/tfm_torch.sh's six families),
+one after the other as if each had its own, a run that cannot be read
+failing alone. Exit status 0 when all hold, 1 otherwise; one line per
+check on stdout, the first naming the torch.
 """
 import json
 import math
@@ -709,16 +713,14 @@ def within(a, b):
     return rel <= 1e-5
 
 
-def main():
-    if len(sys.argv) not in (2, 3):
-        sys.exit("usage: tfm_torch.py DIR [CONFIG]")
-    run_dir = sys.argv[1]
+def check(run_dir, config):
+    """One run's checks (its lines on stdout): True when all hold."""
     cfg, init = load_case(run_dir)
-    if len(sys.argv) == 3:
+    if config is not None:
         # The config the case was made from: torch takes the norms' epsilon
         # and the rotary base from it (the case states what the engine ran,
         # so a value the engine ignored would agree with itself).
-        with open(sys.argv[2]) as f:
+        with open(config) as f:
             hf, _, _ = layout(json.load(f))
         cfg.update(eps=hf["eps"], rope_theta=hf["rope_theta"], pad=hf["pad"])
         cfg.update({k: hf[k] for k in ("scaling", "window", "attn_cap", "final_cap") if k in hf})
@@ -790,6 +792,23 @@ def main():
                     print(f"{fam}:   {t['name']}: {100 * f:.2f} %, worst {(w32 - final)[o : o + k].abs().max().item():.2e}")
     moved = (final - init.double()).abs().max().item()
     print(f"{fam}: (the largest update of a weight over the run: {moved:.3e})")
+    return ok
+
+
+def main():
+    args = sys.argv[1:]
+    if not args or (len(args) > 2 and len(args) % 2):
+        sys.exit("usage: tfm_torch.py DIR [CONFIG] [DIR CONFIG]...")
+    print(f"tfm_torch: torch {torch.__version__}")
+    ok = True
+    for i in range(0, len(args), 2):
+        try:
+            ok &= check(args[i], args[i + 1] if i + 1 < len(args) else None)
+        except SystemExit as e:  # a run that cannot be read, as its own process would
+            if not isinstance(e.code, str):
+                raise
+            print(e.code, file=sys.stderr)
+            ok = False
     sys.exit(0 if ok else 1)
 
 

@@ -9,7 +9,8 @@
 # tests/tfm_torch.py builds the same models in PyTorch from the case and
 # its side file (the norms' epsilon and the rotary base from the config the
 # case was made from), trains them on the case's tokens and compares (the
-# bounds are in its opening comment).
+# bounds are in its opening comment): every family in one python3, torch
+# imported once (an import takes seconds on a busy machine).
 #
 # PyTorch is looked for by tests/torch_python.sh; without it the test is
 # skipped with a message (exit 77). Exit 0 pass, 1 disagreement, 99 hard
@@ -29,7 +30,7 @@ done
 
 name=tfm_torch
 . "$src/tests/torch_python.sh"
-echo "tfm_torch: $py, torch $("$py" -c 'import torch; print(torch.__version__)')"
+echo "tfm_torch: $py"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-torch.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT HUP INT TERM
@@ -104,6 +105,7 @@ sed "s/\"pad_token_id\": null/\"pad_token_id\": $pad/" "$tmp/phi3.json" >"$tmp/p
 	mv "$tmp/phi3-pad.json" "$tmp/phi3.json" || exit 99
 echo "tfm_torch: phi3's pad_token_id: $pad"
 status=0
+set -- # each family's run folder and config, for tfm_torch.py
 for family in ${ZS_TORCH_FAMILIES:-gpt2 llama phi3 qwen3 gemma2 gemma3}; do
 	d=$tmp/$family
 	mkdir "$d" || exit 99
@@ -117,9 +119,11 @@ for family in ${ZS_TORCH_FAMILIES:-gpt2 llama phi3 qwen3 gemma2 gemma3}; do
 		echo "$family: measure --case trained other weights than the run that wrote the case: $a, $b FAIL"
 		status=1
 	fi
-	"$py" "$src/tests/tfm_torch.py" "$d" "$tmp/$family.json"
-	rc=$?
-	[ "$rc" -eq 0 ] || status=1
-	[ "$rc" -le 1 ] || { echo "tfm_torch: tfm_torch.py failed (status $rc)" >&2; exit 99; }
+	set -- "$@" "$d" "$tmp/$family.json"
 done
+[ $# -gt 0 ] || { echo "tfm_torch: no family to run" >&2; exit 99; }
+"$py" "$src/tests/tfm_torch.py" "$@"
+rc=$?
+[ "$rc" -eq 0 ] || status=1
+[ "$rc" -le 1 ] || { echo "tfm_torch: tfm_torch.py failed (status $rc)" >&2; exit 99; }
 exit $status

@@ -1,9 +1,12 @@
 # torch_python.sh — sourced by the tests that run PyTorch (tfm_torch.sh,
 # fsdp_torch.sh, hf_torch.sh, ft_*.sh): sets py to the first of $PYTHON,
 # Debian's /usr/bin/python3 and the python3 on PATH (one earlier on PATH
-# may lack torch) that imports torch; without one, skips the test named
+# may lack torch) that has torch; without one, skips the test named
 # $name with a message (exit 77, automake's skip), or fails under
-# ZS_REQUIRE_TORCH=1.
+# ZS_REQUIRE_TORCH=1. Torch is found (importlib's find_spec), not
+# imported: an import takes seconds on a busy machine and every PyTorch
+# test sources this; a torch there that fails to import fails the test's
+# reference instead of skipping it.
 #
 # ZS_SKIP_TORCH=1 skips them (77) with a message: they run PyTorch for
 # minutes, so CI runs them once per run (its first build and its
@@ -14,7 +17,8 @@ if [ "${ZS_SKIP_TORCH:-0}" = 1 ]; then
 fi
 py=""
 for p in ${PYTHON:-} /usr/bin/python3 python3; do
-	if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import torch' >/dev/null 2>&1; then
+	if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import importlib.util, sys
+sys.exit(importlib.util.find_spec("torch") is None)' >/dev/null 2>&1; then
 		py=$p
 		break
 	fi
