@@ -1179,33 +1179,33 @@ static void overflow_check(struct zs_run *r, struct ds *ds)
 	if (r->dt != ZS_F16 || n == 0)
 		return;
 	for (unsigned k = r->r0; k < r->r1; k++) {
-		uint16_t *abs = grads_side_alloc(r, k, n * sizeof *abs);
-		unsigned char *isinf = grads_side_alloc(r, k, n), any = 0;
-		memset(abs, 0, n * sizeof *abs); /* a rank's padding: the buffer's zeros */
-		memset(isinf, 0, n);
+		uint16_t *mag = grads_side_alloc(r, k, n * sizeof *mag);
+		unsigned char *is_inf = grads_side_alloc(r, k, n), any = 0;
+		memset(mag, 0, n * sizeof *mag); /* a rank's padding: the buffer's zeros */
+		memset(is_inf, 0, n);
 		for (size_t u = 0; u < layout_npieces(lo); u++) {
 			struct zs_slice g = layout_own(lo, ZS_BUF_GRADS, u, k);
 			const uint16_t *h = run_at(r, k, ZS_BUF_GRADS, g.at);
 			for (size_t e = 0, at = g.at; e < g.count && at < n; e++, at++) {
-				abs[at] = h[e] & 0x7fffu;
-				isinf[at] = abs[at] == 0x7c00u;
+				mag[at] = h[e] & 0x7fffu;
+				is_inf[at] = mag[at] == 0x7c00u;
 			}
 		}
 		for (size_t e = 0; e < n; e++)
-			any |= isinf[e];
-		tracker_free(&r->tracker, k, isinf);
-		tracker_free(&r->tracker, k, abs);
-		unsigned char *isnan = grads_side_alloc(r, k, n);
-		memset(isnan, 0, n);
+			any |= is_inf[e];
+		tracker_free(&r->tracker, k, is_inf);
+		tracker_free(&r->tracker, k, mag);
+		unsigned char *is_nan = grads_side_alloc(r, k, n);
+		memset(is_nan, 0, n);
 		for (size_t u = 0; u < layout_npieces(lo); u++) {
 			struct zs_slice g = layout_own(lo, ZS_BUF_GRADS, u, k);
 			const uint16_t *h = run_at(r, k, ZS_BUF_GRADS, g.at);
 			for (size_t e = 0, at = g.at; e < g.count && at < n; e++, at++)
-				isnan[at] = (h[e] & 0x7fffu) > 0x7c00u;
+				is_nan[at] = (h[e] & 0x7fffu) > 0x7c00u;
 		}
 		for (size_t e = 0; e < n; e++)
-			any |= isnan[e];
-		tracker_free(&r->tracker, k, isnan);
+			any |= is_nan[e];
+		tracker_free(&r->tracker, k, is_nan);
 		ds_rank(r, ds, k)->overflow = any;
 	}
 }

@@ -936,11 +936,11 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 		/* on the device: the overflow check in mixed precision (the fp16
 		 * abs and isinf's bool, S_t·3, then isnan's, S_t), then the norm's
 		 * float64 copy of each grad partition, the largest's */
-		uint64_t abs = !f->off && b->g == 2 ? f->S_t * b->g : 0, isinf = abs / b->g, norm = f->off ? 0 : f->s_max * 8;
-		ds3_add(w, ZS_CAT_SCRATCH, abs + isinf, DS3_KEY(DS3_CHECK, 0));
-		ds3_sub(w, ZS_CAT_SCRATCH, abs + isinf, DS3_KEY(DS3_CHECK, 0));
-		ds3_add(w, ZS_CAT_SCRATCH, isinf, DS3_KEY(DS3_CHECK, 0));
-		ds3_sub(w, ZS_CAT_SCRATCH, isinf, DS3_KEY(DS3_CHECK, 0));
+		uint64_t mag = !f->off && b->g == 2 ? f->S_t * b->g : 0, is_inf = mag / b->g, norm = f->off ? 0 : f->s_max * 8;
+		ds3_add(w, ZS_CAT_SCRATCH, mag + is_inf, DS3_KEY(DS3_CHECK, 0));
+		ds3_sub(w, ZS_CAT_SCRATCH, mag + is_inf, DS3_KEY(DS3_CHECK, 0));
+		ds3_add(w, ZS_CAT_SCRATCH, is_inf, DS3_KEY(DS3_CHECK, 0));
+		ds3_sub(w, ZS_CAT_SCRATCH, is_inf, DS3_KEY(DS3_CHECK, 0));
 		ds3_add(w, ZS_CAT_SCRATCH, norm, DS3_KEY(DS3_NORM, 0));
 		ds3_sub(w, ZS_CAT_SCRATCH, norm, DS3_KEY(DS3_NORM, 0));
 		for (size_t i = 0; i < f->nsub; i++) {
