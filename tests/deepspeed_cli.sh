@@ -278,7 +278,7 @@ ho="--framework deepspeed --schemes zero1,zero3 --offload optimizer --world 2,4 
 "$zerosim" report --no-render --template "$template" --measured "$tmp/hm.json" --theory "$tmp/ht.json" \
 	--out "$tmp/rh" >"$tmp/out" 2>"$tmp/err" || fail "report of offloaded runs: $(cat "$tmp/err")"
 grep -q '^zerosim report: host bytes of 4 offloaded runs, 0 unexplained$' "$tmp/out" || fail "host summary: $(cat "$tmp/out")"
-grep -q '^host: zero3 N=2 unit=model: resident 297792 B (schedule 297792), peak 330880 B (schedule 330880), resident per node 595584 B (schedule 595584); all 2 ranks as the schedule$' \
+grep -q '^host: zero3 N=2 unit=model: resident 297792 B (schedule 297792), peak 347424 B (schedule 347424), resident per node 595584 B (schedule 595584); all 2 ranks as the schedule$' \
 	"$tmp/rh/flags.txt" || fail "zero3's host line: $(grep '^host:' "$tmp/rh/flags.txt")"
 grep -q 'Host memory' "$tmp/rh/flags.tex" || fail "flags.tex has no host paragraph"
 tr -d ' \t\n' <"$tmp/rh/diff.json" | grep -q '"host":\[{"scheme":"zero1","world":2,"unit":"model","host_resident_bytes":' ||
@@ -306,7 +306,7 @@ grep -q 'The run equals the schedule model to the byte, on every rank;' "$tmp/rt
 # Tampered: a binding host peak (zero3 N=2), a rank's host figure below its
 # run's (rank 1 of zero3 N=2: not the binding one) and the transformer's
 # host peak; each is named UNEXPLAINED and --strict fails.
-sed -e 's/"host_peak_bytes":[[:space:]]*330880/"host_peak_bytes": 330881/' \
+sed -e 's/"host_peak_bytes":[[:space:]]*347424/"host_peak_bytes": 347425/' \
 	-e 's/"host_resident_bytes":[[:space:]]*\[297792, 297792\]/"host_resident_bytes": [297792, 297791]/' \
 	"$tmp/hm.json" >"$tmp/hbad.json"
 [ "$(cmp -l "$tmp/hm.json" "$tmp/hbad.json" | wc -l)" -ge 2 ] || fail "hbad.json is not changed twice"
@@ -316,7 +316,7 @@ cmp -s "$tmp/tm.json" "$tmp/tbad.json" && fail "tbad.json is unchanged"
 "$zerosim" report --no-render --strict --template "$template" --measured "$tmp/hbad.json" --theory "$tmp/ht.json" \
 	--transformer "$tmp/tt.json" --transformer "$tmp/tbad.json" \
 	--out "$tmp/rhb" >"$tmp/out" 2>"$tmp/err" && fail "--strict passed a host figure off the schedule"
-grep -q 'UNEXPLAINED host bytes zero3 N=2 unit=model:.*peak 330881 B (schedule 330880, UNEXPLAINED)' "$tmp/err" ||
+grep -q 'UNEXPLAINED host bytes zero3 N=2 unit=model:.*peak 347425 B (schedule 347424, UNEXPLAINED)' "$tmp/err" ||
 	fail "the host figure off the schedule is not named: $(cat "$tmp/err")"
 grep -q 'UNEXPLAINED host bytes zero3 N=2 unit=model:.*; rank 1 resident 297791 B (schedule 297792, UNEXPLAINED)' "$tmp/err" ||
 	fail "a rank's host figure off the schedule is not named: $(cat "$tmp/err")"
@@ -327,7 +327,7 @@ grep -q '^zerosim report: host bytes of 4 offloaded runs, 1 unexplained$' "$tmp/
 # The PDF says so in a sentence and marks the run's row (the MLP's and the
 # transformer's, the same table).
 grep -q 'textbf{1 of the 4 offloaded runs departs from the schedule model}' "$tmp/rhb/flags.tex" &&
-	grep -q '^zero3\\textsuperscript{u} & 2 & model & [0-9\,]* & 330\\,881\\textsuperscript{u} (330\\,880) & ' "$tmp/rhb/flags.tex" &&
+	grep -q '^zero3\\textsuperscript{u} & 2 & model & [0-9\,]* & 347\\,425\\textsuperscript{u} (347\\,424) & ' "$tmp/rhb/flags.tex" &&
 	grep -q 'textbf{1 of the 1 offloaded runs departs from the schedule model}' "$tmp/rhb/transformer.tex" ||
 	fail "the PDF's host tables do not mark the departures: $(grep -A12 'Host memory' "$tmp/rhb/flags.tex")"
 # shellcheck disable=SC2086

@@ -19,7 +19,8 @@
 #    params, --freeze, --grad-accum, --recompute full.
 # 2. By hand, from the shapes and DeepSpeed's rule (not from zerosim):
 #    the optimizer phase's peak on the MLP (N = 1 and 2, mixed and fp32,
-#    a one-tensor sub group's flatten a view: no copy in fp32), the
+#    a one-tensor sub group's flatten a view: no copy in fp32; the
+#    overflow check and the norm's float64 copies before the loop), the
 #    offloaded host peak, and theory's llama-2-70b at N = 8, its sub
 #    groups counted in awk from the config's shape.
 # 3. The weights and losses are the same bits whatever the sub groups
@@ -80,9 +81,14 @@ done
 echo "theory = measure: $configs configurations, $points points"
 
 # 2. by hand. The optimizer phase's peak: the resident (nothing whole at
-# --ds-persist 0 once step() released it) and the largest sub group's
-# fp32 gradient, 4 bytes a slot, with in mixed precision its flat fp16
-# copy, 2 more, where the sub group is more than one tensor.
+# --ds-persist 0 once step() released it) and the largest of what step()
+# makes one after another (stage3.py 2086-2126): in mixed precision the
+# overflow check's fp16 abs and isinf bool over the S grad slots, 3 bytes a
+# slot (has_overflow 2208-2213); the norm's float64 copy of each grad
+# partition, 8 bytes a slot of the largest tensor (get_grad_norm_direct
+# 1794-1797); each sub group's fp32 gradient, 4 bytes a slot, with in
+# mixed precision its flat fp16 copy, 2 more, where the sub group is more
+# than one tensor.
 phase() { # FILE: theory's optimizer phase peak of its first row
 	tr -d ' \n\t' <"$1" | sed 's/.*"phase_peak_bytes":{[^}]*"optimizer":\([0-9]*\).*/\1/'
 }
@@ -94,34 +100,39 @@ by_hand() { # EXPECTED OPTIONS...: theory's optimizer phase peak, and measure's 
 	got=$(phase "$tmp/t.json")
 	[ "$got" = "$want" ] || fail "$*: the optimizer phase's peak is $got, by hand $want"
 }
-# mixed, N = 1: R = 33,088·(2 + 2 + 4 + 8) + 5e8·2 = 1,000,529,408
-by_hand 1000727936 --ds-persist 0                             # one sub group: 33,088·6
-by_hand 1000629248 --ds-persist 0 --ds-sub-group-size 16500   # 16,640·6 (drop (33,088 − 16,640)·6 = 98,688)
-by_hand 1000629248 --ds-persist 0 --ds-sub-group-size 10000   # 256 + 16,384: 16,640·6; 16,384 alone: a view, ·4
-by_hand 1000594944 --ds-persist 0 --ds-sub-group-size 0       # each alone: the largest's fp32 copy, 16,384·4
-# fp32: R = 33,088·(4 + 4 + 4 + 8) + 5e8·4 = 2,000,661,760; a lone tensor's
-# flatten and .to(float32) are the tensor itself: nothing made
-by_hand 2000794112 --ds-persist 0 --precision fp32                           # 33,088·4
-by_hand 2000728320 --ds-persist 0 --precision fp32 --ds-sub-group-size 10000 # 16,640·4
-by_hand 2000661760 --ds-persist 0 --precision fp32 --ds-sub-group-size 0     # nothing
+# mixed, N = 1: R = 33,088·(2 + 2 + 4 + 8) + 5e8·2 = 1,000,529,408; the
+# check 33,088·3 = 99,264, the norm 16,384·8 = 131,072
+by_hand 1000727936 --ds-persist 0                             # one sub group: 33,088·6 = 198,528
+by_hand 1000660480 --ds-persist 0 --ds-sub-group-size 16500   # the norm (the sub groups 16,640·6 = 99,840)
+by_hand 1000660480 --ds-persist 0 --ds-sub-group-size 10000   # the norm (256 + 16,384: 99,840; 16,384 alone: ·4)
+by_hand 1000660480 --ds-persist 0 --ds-sub-group-size 0       # the norm (the largest alone: 16,384·4)
+# fp32: R = 33,088·(4 + 4 + 4 + 8) + 5e8·4 = 2,000,661,760; no overflow
+# check; a lone tensor's flatten and .to(float32) are the tensor itself
+by_hand 2000794112 --ds-persist 0 --precision fp32                           # 33,088·4 = 132,352
+by_hand 2000792832 --ds-persist 0 --precision fp32 --ds-sub-group-size 10000 # the norm (16,640·4 = 66,560)
+by_hand 2000792832 --ds-persist 0 --precision fp32 --ds-sub-group-size 0     # the norm (nothing made)
 # N = 2, mixed: slots 8,192, 128, 8,192, 32 (S = 16,544); R = 16,544·16 +
-# 1e9 = 1,000,264,704; 8192: 8,192 alone (·4), 128 + 8,192 (·6), 32 alone
+# 1e9 = 1,000,264,704; 8192: 8,192 alone (·4), 128 + 8,192 (·6 = 49,920),
+# 32 alone; the check 16,544·3 = 49,632; the norm 8,192·8 = 65,536
 "$zerosim" theory $ds --world 2 --ds-persist 0 --ds-sub-group-size 8192 --out "$tmp/t.json" >/dev/null || exit 99
 got=$(phase "$tmp/t.json")
-[ "$got" = 1000314624 ] || fail "N = 2: the optimizer phase's peak is $got, by hand 1,000,314,624 (R + 8,320·6)"
-# offloaded (mixed): the host copy of the fp32 partition into the device's
-# fp16 one, a sub group at a time: host resident 33,088·18 = 595,584, the
-# peak that and 16,640·2
+[ "$got" = 1000330240 ] || fail "N = 2: the optimizer phase's peak is $got, by hand 1,000,330,240 (R + 8,192·8)"
+# offloaded (mixed): the grad partitions on the host, so the overflow
+# check there (33,088·3 = 99,264), then the host copy of the fp32
+# partition into the device's fp16 one, a sub group at a time (16,640·2);
+# no norm copy (complete_grad_norm_calculation_for_cpu_offload): host
+# resident 33,088·18 = 595,584, the peak that and 99,264
 "$zerosim" measure $ds --world 1 --steps 2 --offload optimizer --ds-sub-group-size 16500 --quiet \
 	--out "$tmp/m.json" || exit 99
-tr -d ' \n\t' <"$tmp/m.json" | grep -q '"host_resident_bytes":595584,"host_peak_bytes":628864' ||
-	fail "--offload optimizer, 16500: host bytes are not 595,584 and 628,864 (33,088·18 and + 16,640·2)"
+tr -d ' \n\t' <"$tmp/m.json" | grep -q '"host_resident_bytes":595584,"host_peak_bytes":694848' ||
+	fail "--offload optimizer, 16500: host bytes are not 595,584 and 694,848 (33,088·18 and + 33,088·3)"
 
 # llama-2-70b at N = 8 (mixed, Adam, --recompute full): DeepSpeed's rule in
 # awk over zerosim's tensors (q, k, v and gate, up fused, as its layout
 # holds them), each partition_numel n/8. R − Ψ_persist·p = 16·S₃ + 1e9,
-# S₃ = 68,976,648,192/8; the step then holds the largest sub group's
-# fp32 gradient and flat fp16 copy, 6 bytes a slot.
+# S₃ = 68,976,648,192/8; the step then holds the largest of the overflow
+# check's 3·S₃, the largest tensor's float64 copy (8 bytes a slot) and the
+# largest sub group's fp32 gradient and flat fp16 copy (6 bytes a slot).
 cfg=$src/data/models/llama-2-70b.json
 val() { tr -d ' \n\t' <"$cfg" | sed "s/.*\"$1\":\([0-9]*\).*/\1/"; }
 largest=$(awk -v d="$(val hidden_size)" -v I="$(val intermediate_size)" -v L="$(val num_hidden_layers)" \
@@ -131,18 +142,22 @@ largest=$(awk -v d="$(val hidden_size)" -v I="$(val intermediate_size)" -v L="$(
 	for (l = 0; l < L; l++) { p[n++] = d; p[n++] = (d + 2 * kv) * d; p[n++] = d * d; p[n++] = d
 		p[n++] = 2 * I * d; p[n++] = d * I }
 	p[n++] = d; p[n++] = V * d
-	for (i = 0; i < n; i++) { s = int((p[i] + N - 1) / N); total += s }
+	for (i = 0; i < n; i++) { s = int((p[i] + N - 1) / N); total += s; if (s > smax) smax = s }
 	for (i = 0; i < n; i++) { s = int((p[i] + N - 1) / N); run += s
 		if (run >= size || i == n - 1) { if (run > big) big = run; run = 0 } }
-	printf "%.0f %.0f\n", total, big }')
-S3=${largest% *} big=${largest#* }
+	printf "%.0f %.0f %.0f\n", total, big, smax }')
+set -- $largest
+S3=$1 big=$2 smax=$3
 [ "$S3" = 8622081024 ] || fail "llama-2-70b at N = 8: S₃ is $S3 by awk, 8,622,081,024 by hand"
-want=$((16 * S3 + 1000000000 + 6 * big))
+step=$((3 * S3))
+[ $((8 * smax)) -gt "$step" ] && step=$((8 * smax))
+[ $((6 * big)) -gt "$step" ] && step=$((6 * big))
+want=$((16 * S3 + 1000000000 + step))
 ZEROSIM_DATADIR=${ZEROSIM_DATADIR:-$src} "$zerosim" theory $ds --model llama-2-70b --world 8 --seq 4096 --batch 1 \
 	--recompute full --out "$tmp/t.json" >/dev/null || { echo "$name: theory llama-2-70b" >&2; exit 99; }
 got=$(phase "$tmp/t.json")
-[ "$big" = 1029721088 ] && [ "$got" = "$want" ] && [ "$got" = 145131622912 ] ||
-	fail "llama-2-70b N = 8: the optimizer phase's peak is $got, by hand $want (largest sub group $big of 9; one sub group: 190,685,782,528)"
+[ "$big" = 1029721088 ] && [ "$smax" = 58720256 ] && [ "$got" = "$want" ] && [ "$got" = 164819539456 ] ||
+	fail "llama-2-70b N = 8: the optimizer phase's peak is $got, by hand $want (138,953,296,384 + 3·S₃; largest sub group $big, largest tensor slots $smax: gate and up fused, 2·28,672·8,192/8)"
 echo "by hand: the MLP's, the offloaded host's and llama-2-70b's (largest sub group $big) agree"
 
 # 3. the same bits

@@ -86,6 +86,8 @@ struct ds_rank {
 	void *held_grad;
 	void *flat, *pad;
 	void *starved; /* ZeRO-1/2: the epilogue's zeros for the experts it starved (ds_coord_starved), to step() */
+	double grad_norm;       /* ZeRO-3's step(): the grads' 2-norm (grad_norms) */
+	unsigned char overflow; /* and whether they hold an inf or a nan (overflow_check) */
 };
 
 struct ds3;
@@ -1188,6 +1190,90 @@ static int ds3_place(const struct zs_run *r, const void *ctx, unsigned k, size_t
 	return 1;
 }
 
+/* A block of rank k's, on the host where the grad partitions are
+ * (offloaded, stage3.py 261 and 547-551). */
+static void *grads_side_alloc(struct zs_run *r, unsigned k, size_t bytes)
+{
+	return r->host[ZS_BUF_GRADS] ? tracker_alloc_host(&r->tracker, k, ZS_CAT_SCRATCH, bytes)
+	                             : tracker_alloc(&r->tracker, k, ZS_CAT_SCRATCH, bytes);
+}
+
+/* step()'s _overflow_check_and_loss_scale_update (stage3.py 2031-2035):
+ * in mixed precision (fp16) has_overflow (2208-2213) runs
+ * torch.isinf(grad_partitions_flat_buffer).any(), then isnan's, over the
+ * S_t grad slots where they are. isinf is `self.abs() == inf` (ATen
+ * TensorCompare.cpp): an fp16 abs and a bool alive together, both freed
+ * with the statement; isnan is `self != self`, one bool. The 0-dim .any()
+ * results (1 byte) are not counted. */
+static void overflow_check(struct zs_run *r, struct ds *ds)
+{
+	const struct zs_layout *lo = &r->layout;
+	size_t n = lo->tshard;
+	if (r->dt != ZS_F16 || n == 0)
+		return;
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		uint16_t *mag = grads_side_alloc(r, k, n * sizeof *mag);
+		unsigned char *is_inf = grads_side_alloc(r, k, n), any = 0;
+		memset(mag, 0, n * sizeof *mag); /* a rank's padding: the buffer's zeros */
+		memset(is_inf, 0, n);
+		for (size_t u = 0; u < layout_npieces(lo); u++) {
+			struct zs_slice g = layout_own(lo, ZS_BUF_GRADS, u, k);
+			const uint16_t *h = run_at(r, k, ZS_BUF_GRADS, g.at);
+			for (size_t e = 0, at = g.at; e < g.count && at < n; e++, at++) {
+				mag[at] = h[e] & 0x7fffu;
+				is_inf[at] = mag[at] == 0x7c00u;
+			}
+		}
+		for (size_t e = 0; e < n; e++)
+			any |= is_inf[e];
+		tracker_free(&r->tracker, k, is_inf);
+		tracker_free(&r->tracker, k, mag);
+		unsigned char *is_nan = grads_side_alloc(r, k, n);
+		memset(is_nan, 0, n);
+		for (size_t u = 0; u < layout_npieces(lo); u++) {
+			struct zs_slice g = layout_own(lo, ZS_BUF_GRADS, u, k);
+			const uint16_t *h = run_at(r, k, ZS_BUF_GRADS, g.at);
+			for (size_t e = 0, at = g.at; e < g.count && at < n; e++, at++)
+				is_nan[at] = (h[e] & 0x7fffu) > 0x7c00u;
+		}
+		for (size_t e = 0; e < n; e++)
+			any |= is_nan[e];
+		tracker_free(&r->tracker, k, is_nan);
+		ds_rank(r, ds, k)->overflow = any;
+	}
+}
+
+/* _get_norm_groups (stage3.py 1885-1891): not offloaded,
+ * get_grad_norm_direct (1794-1797) takes g.double().norm(2) of each grad
+ * partition, a float64 copy of its partition_numel slots freed with the
+ * statement (the 0-dim norms, 8 bytes each, are not counted); offloaded,
+ * complete_grad_norm_calculation_for_cpu_offload (1437-1460) sums norms
+ * the reduction kept. */
+static void grad_norms(struct zs_run *r, struct ds *ds)
+{
+	const struct zs_layout *lo = &r->layout;
+	if (r->config->offload != ZS_OFFLOAD_NONE)
+		return;
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		double sq = 0;
+		for (size_t u = 0; u < layout_npieces(lo); u++) {
+			struct zs_slice g = layout_own(lo, ZS_BUF_GRADS, u, k);
+			if (lo->tensor[u].ts == 0)
+				continue;
+			double *x = tracker_alloc(&r->tracker, k, ZS_CAT_SCRATCH, lo->tensor[u].ts * sizeof *x);
+			const void *src = run_at(r, k, ZS_BUF_GRADS, g.at);
+			double norm = 0;
+			for (size_t e = 0; e < g.count; e++) {
+				x[e] = r->dt == ZS_F16 ? zs_half_to_float(((const zs_half *)src)[e]) : ((const float *)src)[e];
+				norm += x[e] * x[e];
+			}
+			sq += norm;
+			tracker_free(&r->tracker, k, x);
+		}
+		ds_rank(r, ds, k)->grad_norm = sqrt(sq);
+	}
+}
+
 /* step(): _partition_all_parameters (2091; release_and_reset_all,
  * partitioned_param_coordinator.py 444-457) releases every param, the
  * persistent ones too; then the sub groups, one after another
@@ -1200,6 +1286,8 @@ static void ds3_before_optimizer(struct zs_run *r, void *ctx)
 	d->npost = ds_coord_step(d->coord, d->released, &nrel, d->post);
 	for (size_t i = 0; i < nrel; i++)
 		release_tensor(r, ds, d->released[i]);
+	overflow_check(r, ds);
+	grad_norms(r, ds);
 	d->sub = SIZE_MAX;
 }
 

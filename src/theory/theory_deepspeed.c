@@ -202,9 +202,10 @@ void theory_deepspeed_live(const struct theory_shape *s, const struct zs_config 
  * host fields, with the persistent params whole beside them in out's
  * resident. Offloaded: the grad partitions, the fp32 partition, its fp32
  * grad and the optimizer state on the host, with the params the fp16
- * partitions too; the host's peak is the step's fp16 copy on the way to
- * the device (mixed precision, --offload optimizer), a sub group's at a
- * time: the largest's. */
+ * partitions too; the host's peak is the step's overflow check over the
+ * host's fp16 grad partitions (mixed precision: an fp16 abs and a bool,
+ * S_t·3) or its fp16 copy on the way to the device (mixed precision,
+ * --offload optimizer), a sub group's at a time: the larger. */
 void theory_ds3_resident(const struct theory_bytes *b, const struct zs_config *c, uint64_t S, uint64_t S_t,
                          uint64_t ntrain, uint64_t persist, uint64_t sub_max, unsigned world,
                          struct theory_schedule *out, uint64_t *base)
@@ -221,7 +222,8 @@ void theory_ds3_resident(const struct theory_bytes *b, const struct zs_config *c
 	base[ZS_CAT_MOMENTUM] = off ? 0 : S_t * b->momentum;
 	base[ZS_CAT_BUCKETS] = B * b->g;
 	out->host_resident_bytes = off ? S_t * (b->g + 4 + 4 + opt) + (offp ? S * b->p : 0) : 0;
-	out->host_peak_bytes = out->host_resident_bytes + (off && !offp && b->p == 2 ? sub_max * b->p : 0);
+	uint64_t copy = off && !offp && b->p == 2 ? sub_max * b->p : 0, check = off && b->g == 2 ? S_t * (b->g + 1) : 0;
+	out->host_peak_bytes = out->host_resident_bytes + (copy > check ? copy : check);
 	out->host_resident_bytes_per_node = out->host_resident_bytes * c->ranks_per_node;
 	out->shard_elements = S;
 	out->padded_elements = (uint64_t)world * S;

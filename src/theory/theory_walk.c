@@ -736,6 +736,7 @@ struct ds3_fw {
 	uint64_t N, S, S_t, sent, sent_el; /* S_t: Σ ceil(tt/N), the grad and fp32 partitions' */
 	uint64_t msent, msent_el; /* this step's so far (--grad-accum: its micro-steps') */
 	int off, offp;
+	uint64_t s_max; /* the largest trainable ceil(tt/N) */
 	struct theory_ds3_sub *sub; /* step()'s sub groups (theory_ds3_sub_groups) */
 	size_t nsub;
 	struct theory_schedule *out;
@@ -747,7 +748,8 @@ struct ds3_fw {
  * t's gathered copy and (params offloaded) its partition's device copy,
  * the module's grads, the flush's padding and flat copy, the held grad,
  * step()'s two buffers. */
-enum { DS3_GATHERED = 1, DS3_OFFP, DS3_GRADS, DS3_PAD, DS3_FLAT, DS3_HELD, DS3_G16, DS3_G32, DS3_POSTFLAT };
+enum { DS3_GATHERED = 1, DS3_OFFP, DS3_GRADS, DS3_PAD, DS3_FLAT, DS3_HELD, DS3_G16, DS3_G32, DS3_POSTFLAT, DS3_CHECK,
+       DS3_NORM };
 #define DS3_KEY(kind, i) (THEORY_TRACE_UNIT + ((uint64_t)(kind) << 40) + (uint64_t)(i))
 
 static void ds3_add(struct walk *w, enum zs_cat c, uint64_t bytes, uint64_t key)
@@ -947,6 +949,16 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 		size_t nrel, npost = ds_coord_step(f->d, f->rel, &nrel, f->post);
 		walk_phase(w, ZS_PH_OPTIMIZER);
 		ds3_released(w, f, nrel);
+		/* on the device: the overflow check in mixed precision (the fp16
+		 * abs and isinf's bool, S_t·3, then isnan's, S_t), then the norm's
+		 * float64 copy of each grad partition, the largest's */
+		uint64_t mag = !f->off && b->g == 2 ? f->S_t * b->g : 0, is_inf = mag / b->g, norm = f->off ? 0 : f->s_max * 8;
+		ds3_add(w, ZS_CAT_SCRATCH, mag + is_inf, DS3_KEY(DS3_CHECK, 0));
+		ds3_sub(w, ZS_CAT_SCRATCH, mag + is_inf, DS3_KEY(DS3_CHECK, 0));
+		ds3_add(w, ZS_CAT_SCRATCH, is_inf, DS3_KEY(DS3_CHECK, 0));
+		ds3_sub(w, ZS_CAT_SCRATCH, is_inf, DS3_KEY(DS3_CHECK, 0));
+		ds3_add(w, ZS_CAT_SCRATCH, norm, DS3_KEY(DS3_NORM, 0));
+		ds3_sub(w, ZS_CAT_SCRATCH, norm, DS3_KEY(DS3_NORM, 0));
 		for (size_t i = 0; i < f->nsub; i++) {
 			const struct theory_ds3_sub *sg = &f->sub[i];
 			ds3_add(w, ZS_CAT_GRAD16, sg->g16, DS3_KEY(DS3_G16, 0));
@@ -1069,6 +1081,8 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	f.sub = zs_calloc(p->ntensors + 1, sizeof *f.sub);
 	f.nsub = theory_ds3_sub_groups(b, c, tt, p->ntensors, world, f.sub);
 	uint64_t sub_max = 0;
+	for (size_t t = 0; t < p->ntensors; t++)
+		f.s_max = (tt[t] + world - 1) / world > f.s_max ? (tt[t] + world - 1) / world : f.s_max;
 	for (size_t i = 0; i < f.nsub; i++)
 		sub_max = f.sub[i].n > sub_max ? f.sub[i].n : sub_max;
 	theory_ds3_resident(b, c, f.S, f.S_t, ntrain, persist, sub_max, world, out, base);
