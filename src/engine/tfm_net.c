@@ -857,10 +857,13 @@ static void layer_params(struct zs_layer *ly, const struct step_params *p, size_
 		if (md->adapter == NULL)
 			continue;
 		/* an adapter: its base, two modules before lora_A, one before lora_B per adapter of it */
-		const struct step_tensor *A = &p->tensor[md->first], *w = &p->tensor[p->module[md->base].first];
 		z->adapter = strncmp(md->adapter, "lora_A", 6) == 0 ? 1 : 2;
+		/* the pair: lora_A's tensor, then lora_B's (a lora_B module's own
+		 * is the second: the last of the list where its layer ends it) */
+		const struct step_tensor *A = &p->tensor[md->first - (size_t)(z->adapter - 1)],
+		                         *w = &p->tensor[p->module[md->base].first];
 		z->base = k - (i - md->base);
-		z->r = A->shape[0], z->in = A->shape[1], z->out = p->tensor[md->first + 1].shape[0];
+		z->r = A[0].shape[0], z->in = A[0].shape[1], z->out = A[1].shape[0];
 		for (int j = 0; j < md->part; j++)
 			z->row0 += w->part_rows[j];
 	}
