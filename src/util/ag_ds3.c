@@ -19,10 +19,10 @@
 /* po.py mark_persistent_parameters' threshold at its default
  * (stage3_param_persistence_threshold, runtime/zero/config.py 214) */
 #define DS3_PERSIST 100000
-/* sub_group_size as the engine passes it (engine.py 1778: runtime/zero/
- * config.py 168's 1e9, not stage3.py's own 1e12): one sub group while the
- * partition's elements are at most it (_create_fp16_sub_groups, 943-966) */
-#define DS3_SUB_GROUP 1000000000
+/* sub_group_size: util/config.h's ZS_DS_SUB_GROUP, DeepSpeed's engine's
+ * default (--ds-sub-group-size takes no other value under --wrapper
+ * deepspeed): one sub group while the partition's elements are at most it
+ * (_create_fp16_sub_groups, stage3.py 943-966) */
 
 struct ds3 {
 	struct ag_pass *p;
@@ -195,9 +195,10 @@ int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 	if (rc == 0 && npersist == 1)
 		rc = zs_fail(cause, "--wrapper deepspeed --schemes zero3: one parameter of the model persists (at most %d "
 		             "elements): DeepSpeed gathers it apart after each step, which is not built yet", DS3_PERSIST);
-	if (rc == 0 && L > DS3_SUB_GROUP)
+	if (rc == 0 && L > ZS_DS_SUB_GROUP)
 		rc = zs_fail(cause, "--wrapper deepspeed --schemes zero3: %llu parameters, more than DeepSpeed's sub_group_size "
-		             "(%d): its step over several sub groups is not built yet", (unsigned long long)L, DS3_SUB_GROUP);
+		             "(%.0f): its step over several sub groups is not built yet", (unsigned long long)L,
+		             ZS_DS_SUB_GROUP);
 	if (rc == 0 && d->n == 0)
 		rc = zs_fail(cause, "--wrapper deepspeed: internal error: the step trains no parameter");
 	if (rc != 0) /* the input's: nothing written */
