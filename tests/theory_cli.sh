@@ -179,6 +179,14 @@ expect 0 --model gpt2 --world 2 --out "$tmp/g.json"
 [ $? -eq 2 ] && grep -q 'the transformer gpt2 (--model); --measured and --theory take an MLP' "$tmp/err" ||
 	fail "report of a transformer's theory.json: $(cat "$tmp/err")"
 
+# The text's advice asks the walk about larger N than the list's: where the
+# run is not described there (paper LoRA under zero3 at N > 1), it says so
+# (it once aborted: exit 134).
+expect 0 --model llama-3-8b --lora-r 16 --lora-targets all-linear --device-mem 24GB --precision fp32 --world 1 \
+	--format text
+grep -q '^  zero3  N > 1 not described: --lora-r under --framework paper' "$tmp/out" ||
+	fail "theory --lora-r --world 1 --format text: no zero3 advice line: $(tail -3 "$tmp/out")"
+
 # Conflicting options (the rest of the bad input is in cli_errors.sh, which
 # also checks that an existing output survives): exit 2, one line.
 expect 2 --layers 2,3,1 --largest-unit 5

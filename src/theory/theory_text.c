@@ -22,6 +22,8 @@
 
 #include "theory/theory.h"
 #include "util/buf.h"
+#include "util/lora.h"
+#include "util/step.h"
 #include "util/util.h"
 
 #define GB 1e9
@@ -587,13 +589,30 @@ static uint64_t max_batch_with(const struct theory_request *req, enum zs_recompu
 	return h.max_batch;
 }
 
+/* Whether the run is described at N = world for scheme, by the same
+ * checks the CLI makes of the list (the paper's step with --freeze or
+ * --lora-r refuses zero3 at N > 1 where a unit mixes frozen and trainable
+ * tensors); *why, where not, the refusal (the caller frees it). */
+static int described_at(const struct theory_request *req, enum zs_scheme scheme, unsigned world, char **why)
+{
+	struct zs_config one = *req->config;
+	one.nworld = one.nschemes = 1;
+	one.world[0] = world;
+	one.schemes[0] = scheme;
+	return zs_freeze_paper_check(&one, req->model, why) == 0 && zs_lora_paper_check(&one, req->model, why) == 0;
+}
+
 /* The smallest N above `from` at which micro-batch 1 fits as it is, or 0.
  * dp shards nothing, so more ranks never help it. Under a framework, by
- * its exact step at micro-batch 1 where the walk has it. */
+ * its exact step at micro-batch 1 where the walk has it. Where the run is
+ * not described at N = from + 1 (described_at), 0 with *why set; both
+ * checks refuse N > 1 alike, so no larger N is either. */
 static unsigned smallest_world(const struct theory_request *req, enum zs_scheme scheme,
-                               enum zs_unit unit, unsigned from)
+                               enum zs_unit unit, unsigned from, char **why)
 {
 	if (scheme == ZS_DP)
+		return 0;
+	if (from < ZS_MAX_WORLD && !described_at(req, scheme, from + 1, why))
 		return 0;
 	struct zs_config one = *req->config;
 	struct theory_request alt = *req;
@@ -724,7 +743,13 @@ static void advice_text(struct zs_buf *t, const struct theory_request *req, enum
 			sep = " or";
 		}
 		int recompute_helps = sep[1] == 'o';
-		unsigned n = smallest_world(req, scheme, unit, top);
+		char *why = NULL;
+		unsigned n = smallest_world(req, scheme, unit, top, &why);
+		if (why != NULL) {
+			zs_buf_printf(t, "%s N > %u not described: %s\n", recompute_helps ? "; or" : "", top, why);
+			free(why);
+			continue;
+		}
 		if (n > 0)
 			zs_buf_printf(t, "%s N = %u or more as it is", recompute_helps ? "; or" : "", n);
 		else if (recompute_helps)
