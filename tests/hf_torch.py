@@ -2120,6 +2120,7 @@ def zerosim_theory(a, r):
     sch = row["schedule"]
     return dict(command=" ".join(cmd[:-2]), resident=sch["resident_bytes"], peak=sch["peak_bytes"],
                 marks=sch.get("marks"), binding_phase=sch.get("binding_phase"),
+                first_step_peak=sch.get("first_step_peak"),
                 peak_breakdown={k: v for k, v in sch["peak_breakdown"].items() if v},
                 activations=row["peak"].get("activations_breakdown"))
 

@@ -174,8 +174,14 @@ static void peak_live_json(cJSON *parent, const struct theory_request *req, unsi
 	if (s.step1 != NULL && req->config->steps == 1) {
 		step = s.step1;
 		nstep = s.nstep1;
-	} else if (s.step1 != NULL)
+	} else if (s.step1 != NULL) {
 		live_walk(&s, s.step1, s.nstep1, live, made, &total, NULL, NULL);
+		/* what the first step left (its grads, Adam's state) was made
+		 * before this step, as the set-up's prefix made it */
+		for (size_t t = 0; t < s.ntensors; t++)
+			if (live[t])
+				made[t] = ZS_PH_SETUP;
+	}
 	live_walk(&s, s.first_step, s.nfirst, live, made, &total, NULL, NULL);
 	unsigned char *start = zs_malloc(s.ntensors + 1);
 	enum zs_phase *made0 = zs_malloc((s.ntensors + 1) * sizeof *made0);
