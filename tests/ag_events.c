@@ -76,8 +76,12 @@ int main(int argc, char **argv)
 	step_params_build(&p, &m);
 	if (ag_step_build_run(&s, &m, &p, &o, &c, 1, &cause) < 0)
 		return usage(cause);
-	if (first && s.step1 == NULL)
+	if (first && s.step1 == NULL) {
+		ag_step_free(&s);
+		step_params_free(&p);
+		free(counts);
 		return usage("step=1: this step's first step has no list of its own");
+	}
 	const struct ag_event *ev = first ? s.step1 : s.event;
 	for (size_t k = 0; k < (first ? s.nstep1 : s.nevents); k++) {
 		const struct ag_event *e = &ev[k];
