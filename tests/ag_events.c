@@ -11,7 +11,10 @@
  * expert, block by block (layers x experts). Writes each allocation of the
  * steady step as +BYTES and each free as -BYTES, one a line: what
  * tests/hf_torch.py --trace writes into FILE.clean for PyTorch's clean
- * step. Exit 0, 2 on bad arguments or a step zerosim refuses (its line).
+ * step. With step=1 (first of the options), the first step's own list
+ * (util/autograd.h's step1; FILE.step1). Exit 0, 2 on bad arguments or a
+ * step zerosim refuses (its line), or with step=1 where the first step
+ * has no list of its own.
  */
 #include "config.h"
 
@@ -42,7 +45,11 @@ int main(int argc, char **argv)
 	uint64_t B = strtoull(argv[2], NULL, 10), T = strtoull(argv[3], NULL, 10);
 	struct zs_config c;
 	zs_config_defaults(&c);
-	int i = 4;
+	int i = 4, first = 0;
+	if (i < argc && strcmp(argv[i], "step=1") == 0) {
+		first = 1;
+		i++;
+	}
 	for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
 		char key[64], *eq = strchr(argv[i], '=');
 		if (eq == NULL || (size_t)(eq - argv[i]) >= sizeof key)
@@ -69,8 +76,15 @@ int main(int argc, char **argv)
 	step_params_build(&p, &m);
 	if (ag_step_build_run(&s, &m, &p, &o, &c, 1, &cause) < 0)
 		return usage(cause);
-	for (size_t k = 0; k < s.nevents; k++) {
-		const struct ag_event *e = &s.event[k];
+	if (first && s.step1 == NULL) {
+		ag_step_free(&s);
+		step_params_free(&p);
+		free(counts);
+		return usage("step=1: this step's first step has no list of its own");
+	}
+	const struct ag_event *ev = first ? s.step1 : s.event;
+	for (size_t k = 0; k < (first ? s.nstep1 : s.nevents); k++) {
+		const struct ag_event *e = &ev[k];
 		if ((e->kind == AG_EV_ALLOC || e->kind == AG_EV_FREE) && s.tensor[e->t].bytes > 0)
 			printf("%s%llu\n", e->kind == AG_EV_FREE ? "-" : "", (unsigned long long)s.tensor[e->t].bytes);
 	}

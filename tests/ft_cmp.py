@@ -16,20 +16,25 @@ parameter's grad).
 (hf_torch.py --ddp's "ddp_buckets", bytes each) against the "buckets"
 blocks of each measure's timeline (zerosim measure --timeline).
 --comm: also the theory's comm bytes a rank a step equal to each N > 1
-measure's."""
+measure's.
+--first: also the first step's peak (the plain loop's first step, a list
+of its own: util/autograd.h's step1), the theory's and each measure's
+first_step_peak, equal to the reference's step_peaks[0]."""
 import json
 import sys
 
 d = json.load(open(sys.argv[1]))
 label = sys.argv[4]
 lora, buckets, comm = "--lora" in sys.argv[5:], "--buckets" in sys.argv[5:], "--comm" in sys.argv[5:]
+first = "--first" in sys.argv[5:]
 bad = []
 if sys.argv[2] == "-":
     z = d.get("zerosim") or {}
     if "resident" not in z:
         print(f"FAIL: {label}: zerosim theory failed: {z}")
         sys.exit(1)
-    t = {"resident_bytes": z["resident"], "peak_bytes": z["peak"], "marks": z.get("marks")}
+    t = {"resident_bytes": z["resident"], "peak_bytes": z["peak"], "marks": z.get("marks"),
+         "first_step_peak": z.get("first_step_peak")}
 else:
     t = json.load(open(sys.argv[2]))["rows"][0]["schedule"]
 runs = json.load(open(sys.argv[3]))["runs"] if sys.argv[3] != "-" else []
@@ -53,6 +58,9 @@ for k, v in marks.items():
         bad.append(f"theory mark {k}: {v:,} against {ref[k]:,} ({ref[k] - v:+,} B)")
 if not marks:
     bad.append("theory gave no marks")
+first_ref = (d.get("step_peaks") or [None])[0]
+if first and t.get("first_step_peak") != first_ref:
+    bad.append(f"theory first step's peak {t.get('first_step_peak')} against {first_ref:,}")
 K = d.get("grad_accum", 1)
 if K > 1 and not all(f"phase:backward@{k}" in marks for k in range(K)):
     bad.append(f"theory: not every one of the {K} micro-steps is marked")
@@ -70,6 +78,8 @@ for r in runs:
             bad.append(f"measure N={r['world']} mark {k}: {v:,} against {ref.get(k)}")
     if not r.get("marks"):
         bad.append(f"measure N={r['world']} gave no marks")
+    if first and r.get("first_step_peak") != first_ref:
+        bad.append(f"measure N={r['world']} first step's peak {r.get('first_step_peak')} against {first_ref:,}")
     if comm and r["world"] > 1 and r["comm_bytes_per_rank_per_step"] != t.get("comm_bytes_per_rank_per_step"):
         bad.append(f"measure N={r['world']} comm {r['comm_bytes_per_rank_per_step']:,} against the theory's "
                    f"{t.get('comm_bytes_per_rank_per_step')}")
@@ -83,6 +93,8 @@ if lora:
     if p["adam_trainable"] != 8 * d["trainable"] + 4 * 2 * n or p["grads_frozen"]:
         bad.append(f"the reference's trainable set is not the adapters': {p}, {d['trainable']} trainable")
     extra = f", {d['trainable']:,} trainable in {n} layers"
+if first:
+    extra += f", first step's peak {first_ref:,}"
 if buckets:
     extra += f", DDP's {len(d.get('ddp_buckets') or [])} bucket(s) {d.get('ddp_buckets')}"
 against = "theory and measure" if runs else "theory"

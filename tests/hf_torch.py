@@ -1722,6 +1722,13 @@ def run(a):
         trace = a.trace + (f".rank{RANK[0]}" if a.ddp > 1 else "")
         with open(trace + ".clean", "w") as f:
             f.write("\n".join(str(x) for x in clean) + "\n")
+        # and the first step's, from its mark to the second's (FILE.step1:
+        # zerosim's first step's own list, tests/ag_events step=1)
+        s1 = next(i for i, (_, l) in enumerate(stream) if l == "step:1")
+        s2 = next((i for i, (_, l) in enumerate(stream) if l == "step:2"), len(stream))
+        with open(trace + ".step1", "w") as f:
+            f.write("\n".join(str(stream[i][0] - stream[i - 1][0]) for i in range(s1 + 1, s2)
+                              if stream[i][1] is None) + "\n")
         with open(trace, "w") as f:
             f.write("\n".join(lines) + "\n")
     if a.no_attribution:
@@ -2120,6 +2127,7 @@ def zerosim_theory(a, r):
     sch = row["schedule"]
     return dict(command=" ".join(cmd[:-2]), resident=sch["resident_bytes"], peak=sch["peak_bytes"],
                 marks=sch.get("marks"), binding_phase=sch.get("binding_phase"),
+                first_step_peak=sch.get("first_step_peak"),
                 peak_breakdown={k: v for k, v in sch["peak_breakdown"].items() if v},
                 activations=row["peak"].get("activations_breakdown"))
 

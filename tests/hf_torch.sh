@@ -11,7 +11,9 @@
 # grads, Adam's m, v and step tensors, the buffers and the token ids), the
 # steady step's peak, and the live bytes at every mark zerosim's step names
 # (phases, units' forward and backward boundaries), all equal to the byte;
-# any difference is printed with its size. Cases: the tiny gpt2 and
+# any difference is printed with its size; on the plain loop the first
+# step's peak too (its own list: the grads made by the first backward,
+# Adam's state by the first step(); PyTorch's step_peaks[0]). Cases: the tiny gpt2 and
 # llama of the issue, each tied and untied; gpt2 with foreach Adam; llama
 # with zero_grad(set_to_none=True); gpt2 at batch 1 (matmul's operands are
 # views there, not copies); DDP N = 2 over gloo (--wrapper ddp, gpt2 and
@@ -480,8 +482,9 @@ if [ "${1:-}" = torch26 ]; then
 			;;
 		esac
 		# shellcheck disable=SC2046
+		# (the plain loop's first step's peak too: ft_cmp.py --first)
 		"$py" "$src/tests/ft_cmp.py" "$root$in/out.json" "$tmp/theory.json" "$tmp/measure.json" "$label (2.6)" \
-			$(case $label in (ddp2-*) echo --buckets ;; esac) || status=1
+			$(case $label in (ddp2-*) echo --buckets ;; (fsdp*) ;; (*) echo --first ;; esac) || status=1
 	done
 	# torch's zero1 (ZeroRedundancyOptimizer over DDP) as above, 2.6's
 	for case in \
@@ -706,8 +709,11 @@ EOF
 	# the theory hf_torch.py --zerosim wrote into out.json; the measure
 	# where there is one; DDP's buckets in its (--timeline)
 	# shellcheck disable=SC2046
+	# the plain loop's first step (its own list: grads made by the first
+	# backward, Adam's state by the first step()): its peak too, PyTorch's
+	# step_peaks[0]
 	if ! "$py" "$src/tests/ft_cmp.py" "$tmp/out.json" - "${1:--}" "$label" \
-		$(case $label in (ddp2-*) echo --buckets ;; esac); then status=1; fi
+		$(case $label in (ddp2-*) echo --buckets ;; (fsdp*) ;; (*) echo --first ;; esac); then status=1; fi
 	# autocast's arithmetic: the engine's bf16 kernels (widen to fp32,
 	# round once) against its own fp32 run of the same weights and
 	# batches: each step's loss within 1e-3 relative and not equal to it
@@ -807,6 +813,10 @@ for case in "phi3-mha-batch1 1 measure" "llama-mha 2" "llama-mqa-batch1 1 measur
 	"$top/tests/ag_events" "$cfg" "$2" 32 torch-version=1.13 torch-device=cpu zero-grad=zeros optimizer-impl=single \
 		precision=fp32 >"$tmp/ev" || { echo "hf_torch: FAIL: $1: tests/ag_events" >&2; exit 99; }
 	"$py" "$tmp/ev_cmp.py" "$tmp/ev" "$tmp/trace.clean" "$1" || status=1
+	# and the first step's own list against 1.13's first step
+	"$top/tests/ag_events" "$cfg" "$2" 32 step=1 torch-version=1.13 torch-device=cpu zero-grad=zeros \
+		optimizer-impl=single precision=fp32 >"$tmp/ev" || { echo "hf_torch: FAIL: $1: tests/ag_events step=1" >&2; exit 99; }
+	"$py" "$tmp/ev_cmp.py" "$tmp/ev" "$tmp/trace.step1" "$1 (first step)" || status=1
 done
 # DDP with find_unused_parameters=True (hf_torch.py --ddp 2
 # --ddp-find-unused; zerosim's --ddp-find-unused on, util/ag_ddp.c), what

@@ -1803,10 +1803,14 @@ int ag_exec_step(struct ag_exec *x, char **cause)
 				return -1;
 			x->written[t] = 1;
 		}
-	if (x->steps == 0 && ag_exec_events(x, s->first_step, s->nfirst, cause) != 0)
-		return -1;
-	if (ag_exec_events(x, s->event, s->nevents, cause) != 0)
-		return -1;
+	/* the step's lists: at the first, its own (step1) or first_step's
+	 * prefix and the steady step; after it, the steady step */
+	const struct ag_event *ev[2];
+	size_t nev[2];
+	unsigned nl = ag_step_lists(s, x->steps, ev, nev);
+	for (unsigned l = 0; l < nl; l++)
+		if (ag_exec_events(x, ev[l], nev[l], cause) != 0)
+			return -1;
 	x->steps++;
 	return 0;
 }
@@ -1971,13 +1975,20 @@ static int do_collective(struct ag_exec *x, unsigned n, const struct ag_event *e
 	return rc;
 }
 
-/* List `which` of rank x's step (0 its set-up, 1 its first step's, 2 a
- * step's) into *n. */
+/* List `which` of rank x (0 its set-up; 1 and 2 the lists its step
+ * x->steps runs, ag_step_lists: none past them) into *n. */
 static const struct ag_event *rank_events(const struct ag_exec *x, int which, size_t *n)
 {
 	const struct ag_step *s = x->s;
-	*n = which == 0 ? s->nsetup : which == 1 ? s->nfirst : s->nevents;
-	return which == 0 ? s->setup : which == 1 ? s->first_step : s->event;
+	const struct ag_event *ev[2];
+	size_t nev[2];
+	if (which == 0) {
+		*n = s->nsetup;
+		return s->setup;
+	}
+	unsigned nl = ag_step_lists(s, x->steps, ev, nev);
+	*n = (unsigned)which <= nl ? nev[which - 1] : 0;
+	return (unsigned)which <= nl ? ev[which - 1] : NULL;
 }
 
 /* Run list `which` (rank_events) on every rank: each rank's events up to
@@ -2039,10 +2050,9 @@ int ag_exec_step_ranks(struct ag_exec *x, unsigned n, char **cause)
 				x[k].written[t] = 1;
 			}
 	}
-	if (x[0].steps == 0 && world_events(x, n, 1, cause) != 0)
-		return -1;
-	if (world_events(x, n, 2, cause) != 0)
-		return -1;
+	for (int which = 1; which <= 2; which++)
+		if (world_events(x, n, which, cause) != 0)
+			return -1;
 	for (unsigned k = 0; k < n; k++)
 		x[k].steps++;
 	return 0;
@@ -2719,6 +2729,11 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 	                                        ? zs_malloc(world * sizeof *setup_mem) : NULL;
 	for (unsigned k = 0; setup_mem != NULL && k < world; k++)
 		setup_mem[k] = tr.rank[k];
+	/* the first step's own list (ag_step.step1): its peak from its start,
+	 * each rank's (first_peak), the run's then the set-up's or it, as one
+	 * tracker keeps it (the first to reach it) */
+	struct zs_rank_mem *before = s.step1 != NULL && rc == 0 ? zs_malloc(world * sizeof *before) : NULL;
+	size_t *first_peak = zs_calloc(world, sizeof *first_peak);
 	for (unsigned t = 0; rc == 0 && t < c->steps; t++) {
 		for (unsigned k = 0; setup_mem != NULL && t == 1 && k < world; k++) {
 			struct zs_rank_mem *m = &tr.rank[k];
@@ -2741,7 +2756,19 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 		}
 		for (unsigned k = 0; fix != NULL && k < world; k++)
 			step_save_take(&sv[k], &x[k]);
+		for (unsigned k = 0; before != NULL && t == 0 && k < world; k++) {
+			before[k] = tr.rank[k];
+			tr.rank[k].peak = tr.rank[k].total;
+		}
 		rc = ag_exec_step_ranks(x, world, cause);
+		for (unsigned k = 0; before != NULL && t == 0 && k < world; k++) {
+			struct zs_rank_mem *m = &tr.rank[k];
+			first_peak[k] = m->peak;
+			if (before[k].peak >= m->peak) {
+				m->peak = before[k].peak;
+				memcpy(m->at_peak, before[k].at_peak, sizeof m->at_peak);
+			}
+		}
 		tracker_stop_recording(&tr);
 		if (rc != 0 && fix != NULL && refits++ < c->steps * hf->layers * world) {
 			int r = moe_refit(x, sv, &s, own, &f, &o, fix, seen, t, cause);
@@ -2787,6 +2814,7 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 			if (tr.rank[k].peak > tr.rank[b].peak)
 				b = k;
 		out->binding_rank = b;
+		out->first_step_peak = first_peak[b];
 		const struct zs_rank_mem *m = &tr.rank[b];
 		out->resident = m->total;
 		out->peak = m->peak;
@@ -2838,6 +2866,8 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 	size_t left = tracker_outstanding(&tr);
 #undef tr
 	free(setup_mem);
+	free(before);
+	free(first_peak);
 	for (unsigned k = 0; sv != NULL && k < world; k++)
 		step_save_free(&sv[k], s.ntensors);
 	free(sv);

@@ -132,6 +132,8 @@ struct ag_exec_result {
 	size_t peak_breakdown[ZS_NCATS];   /* when the peak was first reached (these: the binding rank's) */
 	unsigned binding_rank;             /* the rank of the highest peak, the first of equals (zero1's
 	                                    * ranks differ; dp's are equal: 0) */
+	size_t first_step_peak;            /* the binding rank's most live in the first step, where it runs a
+	                                    * list of its own (ag_step.step1); else 0 */
 	float *losses;                     /* per step (malloc'd) */
 	uint64_t digest;                   /* XXH3-64 of the final fp32 weights, zerosim's flat order */
 	float *weights;                    /* the final weights in that order (want_weights), else NULL */

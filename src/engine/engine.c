@@ -1265,6 +1265,7 @@ static int run_plain_loop(const struct zs_config *c, enum zs_scheme scheme, unsi
 		res->comm[k] = ar.rank_comm[k];
 	}
 	res->binding_rank = ar.binding_rank;
+	res->first_step_peak = ar.first_step_peak;
 	res->routing = ar.routing; /* a mixture's: the values' own */
 	res->routing_blocks = ar.routing_blocks;
 	res->routing_experts = ar.routing_experts;

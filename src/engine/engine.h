@@ -56,6 +56,9 @@ struct zs_result {
 	size_t *resident, *peak;            /* per rank, device bytes */
 	size_t *host_resident, *host_peak;  /* per rank, host bytes (with --offload; else NULL) */
 	unsigned binding_rank;              /* the rank with the highest peak */
+	size_t first_step_peak;             /* the PyTorch step's first step, where it is a list of its own
+	                                     * (util/autograd.h's step1): its most live, the binding rank's;
+	                                     * else 0 (not written) */
 	size_t resident_breakdown[ZS_NCATS];
 	size_t peak_breakdown[ZS_NCATS];
 	struct zs_coll_stats *comm;         /* per rank, whole run */

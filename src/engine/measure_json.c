@@ -204,6 +204,8 @@ void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct z
 	zs_json_add_number(run, "peak_bytes_per_param", (double)res->peak[b] / psi);
 	zs_json_add_number(run, "peak_rank", b);
 	breakdown(run, "peak_breakdown", res->peak_breakdown);
+	if (res->first_step_peak > 0) /* the PyTorch step's first step, a list of its own */
+		zs_json_add_number(run, "first_step_peak", (double)res->first_step_peak);
 	if (res->nmarks > 0) { /* the plain loop's boundaries, as the theory's schedule gives them */
 		cJSON *marks = cJSON_AddObjectToObject(run, "marks");
 		if (marks == NULL)

@@ -120,6 +120,11 @@ struct theory_schedule {
 	int phase_entered[ZS_NPHASES];
 	uint64_t phase_peak[ZS_NPHASES];
 	enum zs_phase peak_phase;
+	/* The PyTorch step's first step where it is a list of its own
+	 * (util/autograd.h's step1): its most live, from the set-up's state
+	 * (its phases are in phase_peak and peak_bytes with the steady
+	 * step's); 0 where there is none (not written). */
+	uint64_t first_step_peak;
 	/* A mixture whose ranks route apart (--routing FILE): the rank whose
 	 * peak this is (the highest, the first of equals), as measure's
 	 * peak_rank; 0 otherwise. */
@@ -544,7 +549,7 @@ struct ag_step;
 struct step_params;
 /* Leave in s (built for `world` ranks) the binding rank's events alone:
  * nothing changes where the ranks are equal. */
-void theory_autograd_binding_rank(struct ag_step *s, const struct step_params *p, unsigned world);
+void theory_autograd_binding_rank(struct ag_step *s, const struct step_params *p, unsigned world, unsigned steps);
 
 /* ------------------------------------------------------------------------ */
 /* Requests and rows: what `zerosim theory` computes over, and one

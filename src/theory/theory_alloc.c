@@ -158,7 +158,7 @@ static void replay(const struct theory_trace *tr, const struct cuda_alloc_opts *
 
 /* The plain loop's trace is its PyTorch step's list (util/autograd.h),
  * block for block as the engine's executor allocates it: the set-up, then
- * each step's events, the first step's own list before its first. */
+ * each step's lists (ag_step_lists: the first step's own). */
 static void trace_events(struct theory_trace *tr, const struct ag_step *s, const struct ag_event *ev, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -192,7 +192,7 @@ int theory_plain_step(const struct theory_request *req, unsigned world, struct s
 		return -1;
 	}
 	/* zero1's ranks differ (util/ag_zero1.h): the binding rank's */
-	theory_autograd_binding_rank(s, p, world ? world : 1);
+	theory_autograd_binding_rank(s, p, world ? world : 1, req->config->steps);
 	return 0;
 }
 
@@ -206,9 +206,10 @@ static int plain_loop_trace(const struct theory_request *req, unsigned world, st
 	step_params_free(&p);
 	trace_events(tr, &s, s.setup, s.nsetup);
 	for (unsigned step = 0; step < c->steps; step++) {
-		if (step == 0)
-			trace_events(tr, &s, s.first_step, s.nfirst);
-		trace_events(tr, &s, s.event, s.nevents);
+		const struct ag_event *ev[2];
+		size_t n[2];
+		for (unsigned l = 0, nl = ag_step_lists(&s, step, ev, n); l < nl; l++)
+			trace_events(tr, &s, ev[l], n[l]);
 	}
 	ag_step_free(&s);
 	return tr->unmatched ? -1 : 0;

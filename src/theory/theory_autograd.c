@@ -3,11 +3,13 @@
  * (--framework torch --wrapper none): the sum of util/autograd.c's step,
  * allocation by allocation (docs/schedule.md, "The PyTorch step").
  *
- * Resident: what the step list's `setup` and `first_step` leave allocated
- * (parameters, buffers, the batch, grads under zero_grad zeros, Adam's m,
- * v and step counters). Peak: the most live after any event of the steady
- * step, its breakdown by the storages' categories at that event, and each
- * phase's own most live (set-up: the resident). Nothing is added: what the
+ * Resident: what the step list's `setup` and `first_step` (or its first
+ * step's own list, `step1`) leave allocated (parameters, buffers, the
+ * batch, grads under zero_grad zeros, Adam's m, v and step counters).
+ * Peak: the most live after any event of the run's steps (the first
+ * step's own list where there is one, then the steady step, as --steps
+ * runs them), its breakdown by the storages' categories at that event,
+ * and each phase's own most live (set-up: the resident). Nothing is added: what the
  * list does not allocate the theory does not count. Under torch's zero1
  * (--wrapper ddp --schemes zero1, util/ag_zero1.h) the list holds each
  * rank's own sections: it is summed rank by rank, and the figures are the
@@ -132,13 +134,80 @@ static unsigned ranks_of(const struct ag_step *s, unsigned world)
 		if (e->only_rank != 0)
 			return world ? world : 1;
 	}
+	for (size_t i = 0; i < s->nstep1; i++)
+		if (s->step1[i].only_rank != 0)
+			return world ? world : 1;
 	return 1;
 }
 
-/* Rank `rank`'s sum of the list into out (its bytes; comm: world's). */
-static void walk(const struct ag_step *s, const struct step_params *p, unsigned rank, unsigned world,
-                 struct theory_schedule *out)
+/* Events ev[0..n) into out: each phase's most and the peak (the first
+ * event to reach it, as a tracker keeps it); collectives counted with
+ * `comm`. */
+static void walk_events(const struct ag_step *s, const struct ag_event *ev, size_t n, unsigned rank, unsigned world,
+                        int comm, uint64_t cur[ZS_NCATS], uint64_t *total, struct theory_schedule *out)
 {
+	for (size_t i = 0; i < n; i++) {
+		const struct ag_event *e = &ev[i];
+		apply(s, e, rank, cur, total);
+		if (comm)
+			count_collective(s, e, world, out);
+		out->phase_entered[e->phase] = 1;
+		if (*total > out->phase_peak[e->phase])
+			out->phase_peak[e->phase] = *total;
+		if (*total > out->peak_bytes) {
+			out->peak_bytes = *total;
+			out->peak_phase = e->phase;
+			memcpy(out->peak_breakdown, cur, ZS_NCATS * sizeof *cur);
+		}
+	}
+}
+
+/* The walk of a step whose first step is a list of its own (step1), over
+ * `steps` steps: the set-up (its own peak counts), the first step from
+ * the set-up's state (its peak first_step_peak), then, from the second
+ * on, the steady step. The resident is the state after the first step,
+ * which every later one ends in too; the collectives the last step's. */
+static void walk_step1(const struct ag_step *s, const struct step_params *p, unsigned rank, unsigned world,
+                       unsigned steps, struct theory_schedule *out)
+{
+	*out = (struct theory_schedule){ 0 };
+	uint64_t cur[ZS_NCATS] = { 0 }, total = 0;
+	out->params = p->numel;
+	out->nunits = 1;
+	out->shard_elements = out->padded_elements = p->numel;
+	out->has_phases = 1;
+	for (size_t i = 0; i < s->nsetup; i++) {
+		apply(s, &s->setup[i], rank, cur, &total);
+		if (total > out->peak_bytes) {
+			out->peak_bytes = total;
+			memcpy(out->peak_breakdown, cur, sizeof cur);
+		}
+	}
+	struct theory_schedule one = { 0 }; /* the first step's own most */
+	uint64_t c1[ZS_NCATS], t1 = total;
+	memcpy(c1, cur, sizeof cur);
+	walk_events(s, s->step1, s->nstep1, rank, world, 0, c1, &t1, &one);
+	out->first_step_peak = one.peak_bytes > total ? one.peak_bytes : total;
+	walk_events(s, s->step1, s->nstep1, rank, world, steps == 1, cur, &total, out);
+	out->resident_bytes = total;
+	memcpy(out->resident_breakdown, cur, sizeof cur);
+	uint64_t setup_phase = total; /* the state each step starts from (docs/formats.md) */
+	if (steps != 1)
+		walk_events(s, s->event, s->nevents, rank, world, 1, cur, &total, out);
+	out->phase_entered[ZS_PH_SETUP] = 1;
+	out->phase_peak[ZS_PH_SETUP] = setup_phase;
+}
+
+/* Rank `rank`'s sum of the list into out (its bytes; comm: world's) over
+ * `steps` steps (walk_step1 where the first step is a list of its
+ * own). */
+static void walk(const struct ag_step *s, const struct step_params *p, unsigned rank, unsigned world,
+                 unsigned steps, struct theory_schedule *out)
+{
+	if (s->step1 != NULL) {
+		walk_step1(s, p, rank, world, steps, out);
+		return;
+	}
 	*out = (struct theory_schedule){ 0 };
 	uint64_t cur[ZS_NCATS] = { 0 }, total = 0, setup_peak = 0, setup_at[ZS_NCATS] = { 0 };
 	/* the set-up's own peak counts in peak_bytes (not in its phase's,
@@ -182,13 +251,13 @@ static void walk(const struct ag_step *s, const struct step_params *p, unsigned 
 
 /* The binding rank: the highest peak, the first of equals (0 where the
  * ranks are equal). Of one list walked by every rank. */
-static unsigned binding_of(const struct ag_step *s, const struct step_params *p, unsigned world)
+static unsigned binding_of(const struct ag_step *s, const struct step_params *p, unsigned world, unsigned steps)
 {
 	unsigned n = ranks_of(s, world), b = 0;
 	uint64_t most = 0;
 	for (unsigned r = 0; n > 1 && r < n; r++) {
 		struct theory_schedule one;
-		walk(s, p, r, world, &one);
+		walk(s, p, r, world, steps, &one);
 		if (r == 0 || one.peak_bytes > most) {
 			most = one.peak_bytes;
 			b = r;
@@ -216,7 +285,7 @@ static int walk_rank(const struct zs_model *m, const struct zs_config *c, uint64
 		struct theory_schedule one;
 		if (build_step(m, c, batch, seq, world, r, c->moe_run != NULL ? t : 0, &p, &s, cause) < 0)
 			return -1;
-		walk(&s, &p, r, world, &one);
+		walk(&s, &p, r, world, c->steps, &one);
 		ag_step_free(&s);
 		step_params_free(&p);
 		if (t == (S > 1) || one.peak_bytes > most.peak_bytes)
@@ -287,12 +356,13 @@ static void keep_rank(struct ag_event *ev, size_t *n, unsigned rank)
 	*n = k;
 }
 
-void theory_autograd_binding_rank(struct ag_step *s, const struct step_params *p, unsigned world)
+void theory_autograd_binding_rank(struct ag_step *s, const struct step_params *p, unsigned world, unsigned steps)
 {
-	unsigned b = binding_of(s, p, world);
+	unsigned b = binding_of(s, p, world, steps);
 	keep_rank(s->setup, &s->nsetup, b);
 	keep_rank(s->first_step, &s->nfirst, b);
 	keep_rank(s->event, &s->nevents, b);
+	keep_rank(s->step1, &s->nstep1, b);
 }
 
 int theory_autograd_ranks(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
@@ -315,11 +385,11 @@ int theory_autograd_ranks(const struct zs_model *m, const struct zs_config *c, u
 	unsigned n = ranks_of(&s, world);
 	for (unsigned r = 0; r < (world ? world : 1); r++) {
 		struct theory_schedule one;
-		walk(&s, &p, r < n ? r : 0, world, &one); /* past n: rank 0's bytes are every rank's */
+		walk(&s, &p, r < n ? r : 0, world, c->steps, &one); /* past n: rank 0's bytes are every rank's */
 		resident[r] = one.resident_bytes;
 		peak[r] = one.peak_bytes;
 	}
-	*binding = binding_of(&s, &p, world);
+	*binding = binding_of(&s, &p, world, c->steps);
 	ag_step_free(&s);
 	step_params_free(&p);
 	return 0;
@@ -341,24 +411,35 @@ int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c
 	}
 	if (build(m, c, batch, seq, world, 0, &p, &s, cause) < 0)
 		return -1;
-	walk(&s, &p, binding_of(&s, &p, world), world, out);
+	walk(&s, &p, binding_of(&s, &p, world, c->steps), world, c->steps, out);
 	ag_step_free(&s);
 	step_params_free(&p);
 	return 0;
 }
 
-/* Rank `rank`'s live bytes at each mark of the step, into object o. */
-static void marks_of(cJSON *o, const struct ag_step *s, unsigned rank)
+/* Rank `rank`'s live bytes at each mark of the run's last step (of
+ * `steps`), into object o: the steady step's, or with --steps 1 the first
+ * step's own list where there is one. */
+static void marks_of(cJSON *o, const struct ag_step *s, unsigned rank, unsigned steps)
 {
 	uint64_t cur[ZS_NCATS] = { 0 }, total = 0;
+	const struct ag_event *ev = s->event;
+	size_t n = s->nevents;
 	for (size_t i = 0; i < s->nsetup; i++)
 		apply(s, &s->setup[i], rank, cur, &total);
+	if (s->step1 != NULL && steps == 1) {
+		ev = s->step1;
+		n = s->nstep1;
+	} else if (s->step1 != NULL) {
+		for (size_t i = 0; i < s->nstep1; i++)
+			apply(s, &s->step1[i], rank, cur, &total);
+	}
 	for (size_t i = 0; i < s->nfirst; i++)
 		apply(s, &s->first_step[i], rank, cur, &total);
-	for (size_t i = 0; i < s->nevents; i++) {
-		apply(s, &s->event[i], rank, cur, &total);
-		if (s->event[i].kind == AG_EV_MARK)
-			zs_json_add_number(o, s->event[i].label, (double)total);
+	for (size_t i = 0; i < n; i++) {
+		apply(s, &ev[i], rank, cur, &total);
+		if (ev[i].kind == AG_EV_MARK)
+			zs_json_add_number(o, ev[i].label, (double)total);
 	}
 }
 
@@ -369,12 +450,12 @@ static void rank_marks(cJSON *o, const struct ag_step *s, const struct zs_model 
 	struct step_params p;
 	struct ag_step own;
 	if (!own_lists(c, world)) {
-		marks_of(o, s, r);
+		marks_of(o, s, r, c->steps);
 		return;
 	}
 	if (build(m, c, batch, seq, world, r, &p, &own, NULL) < 0)
 		return;
-	marks_of(o, &own, r);
+	marks_of(o, &own, r, c->steps);
 	ag_step_free(&own);
 	step_params_free(&p);
 }
@@ -387,7 +468,7 @@ void theory_autograd_marks_json(cJSON *parent, const struct zs_model *m, const s
 	if (build(m, c, batch, seq, world, 0, &p, &s, NULL) < 0)
 		return;
 	/* the binding rank's (theory_autograd_schedule's) */
-	unsigned n = ranks_of(&s, world), b = binding_of(&s, &p, world);
+	unsigned n = ranks_of(&s, world), b = binding_of(&s, &p, world, c->steps);
 	if (c->moe_run != NULL) { /* a mixture's run: the binding rank of its steps' peaks */
 		struct theory_schedule *each = zs_calloc(world ? world : 1, sizeof *each);
 		n = ranks_differ(m, c, batch, seq, world, NULL);

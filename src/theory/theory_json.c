@@ -166,14 +166,29 @@ static void peak_live_json(cJSON *parent, const struct theory_request *req, unsi
 	size_t at[ZS_NPHASES];
 	for (int ph = 0; ph < ZS_NPHASES; ph++)
 		at[ph] = SIZE_MAX;
+	/* the run's last step (the steady one, or with --steps 1 the first
+	 * step's own list where there is one), from the state it starts in */
+	const struct ag_event *step = s.event;
+	size_t nstep = s.nevents;
 	live_walk(&s, s.setup, s.nsetup, live, made, &total, NULL, NULL);
+	if (s.step1 != NULL && req->config->steps == 1) {
+		step = s.step1;
+		nstep = s.nstep1;
+	} else if (s.step1 != NULL) {
+		live_walk(&s, s.step1, s.nstep1, live, made, &total, NULL, NULL);
+		/* what the first step left (its grads, Adam's state) was made
+		 * before this step, as the set-up's prefix made it */
+		for (size_t t = 0; t < s.ntensors; t++)
+			if (live[t])
+				made[t] = ZS_PH_SETUP;
+	}
 	live_walk(&s, s.first_step, s.nfirst, live, made, &total, NULL, NULL);
 	unsigned char *start = zs_malloc(s.ntensors + 1);
 	enum zs_phase *made0 = zs_malloc((s.ntensors + 1) * sizeof *made0);
 	memcpy(start, live, s.ntensors + 1);
 	memcpy(made0, made, (s.ntensors + 1) * sizeof *made0);
 	uint64_t total0 = total;
-	live_walk(&s, s.event, s.nevents, live, made, &total, most, at);
+	live_walk(&s, step, nstep, live, made, &total, most, at);
 	cJSON *o = cJSON_AddObjectToObject(parent, "peak_live");
 	for (int ph = 0; ph < ZS_NPHASES; ph++) {
 		if (at[ph] == SIZE_MAX || ph == ZS_PH_SETUP)
@@ -181,7 +196,7 @@ static void peak_live_json(cJSON *parent, const struct theory_request *req, unsi
 		memcpy(live, start, s.ntensors + 1);
 		memcpy(made, made0, (s.ntensors + 1) * sizeof *made);
 		total = total0;
-		live_walk(&s, s.event, at[ph] + 1, live, made, &total, NULL, NULL);
+		live_walk(&s, step, at[ph] + 1, live, made, &total, NULL, NULL);
 		live_groups_json(cJSON_AddArrayToObject(o, zs_phase_name((enum zs_phase)ph)), &s, &p, live, made);
 	}
 	/* and at the start of each module's backward (the marks the reference
@@ -189,8 +204,8 @@ static void peak_live_json(cJSON *parent, const struct theory_request *req, unsi
 	cJSON *mk = cJSON_AddObjectToObject(parent, "mark_live");
 	memcpy(live, start, s.ntensors + 1);
 	memcpy(made, made0, (s.ntensors + 1) * sizeof *made);
-	for (size_t i = 0; i < s.nevents; i++) {
-		const struct ag_event *e = &s.event[i];
+	for (size_t i = 0; i < nstep; i++) {
+		const struct ag_event *e = &step[i];
 		live_walk(&s, e, 1, live, made, &total, NULL, NULL);
 		size_t n = e->kind == AG_EV_MARK ? strlen(e->label) : 0;
 		if (n > 10 && !strncmp(e->label, "bwd:", 4) && !strcmp(e->label + n - 6, ":start"))
@@ -225,6 +240,8 @@ static void schedule_json(cJSON *row, const struct theory_request *req, const st
 	num(o, "peak_bytes", (double)s->peak_bytes);
 	num(o, "peak_bytes_per_param", (double)s->peak_bytes / psi);
 	zs_cat_json(o, "peak_breakdown", s->peak_breakdown);
+	if (s->first_step_peak > 0) /* the PyTorch step's first step, a list of its own */
+		num(o, "first_step_peak", (double)s->first_step_peak);
 	if (s->has_phases) { /* the walk's most in each phase the step enters, and where it binds */
 		cJSON *ph = cJSON_AddObjectToObject(o, "phase_peak_bytes");
 		for (int p = 0; p < ZS_NPHASES; p++)

@@ -103,7 +103,10 @@ struct bld {
 	uint32_t *refs;             /* per storage: its holders */
 	unsigned char *rg;          /* per tensor: requires_grad, as autograd sets it in forward (--freeze) */
 	struct ag_event **list;     /* the list being written */
-	size_t *n, cap, setcap, firstcap;
+	size_t *n, cap, setcap, firstcap, step1cap;
+	/* the first step's own list (ag_step.step1): the optimizer's phase
+	 * makes Adam's state before its update, as the first step() does */
+	int make_state;
 	enum zs_phase phase;
 	int32_t module;
 	const struct ag_options *o;
@@ -153,7 +156,10 @@ static void *grow(void *a, size_t *cap, size_t need, size_t size)
 
 static struct ag_event *ev(struct bld *b, enum ag_event_kind k)
 {
-	size_t *cap = b->list == &b->s->setup ? &b->setcap : b->list == &b->s->first_step ? &b->firstcap : &b->cap;
+	size_t *cap = b->list == &b->s->setup        ? &b->setcap
+	              : b->list == &b->s->first_step ? &b->firstcap
+	              : b->list == &b->s->step1      ? &b->step1cap
+	                                             : &b->cap;
 	*b->list = grow(*b->list, cap, *b->n + 1, sizeof **b->list);
 	struct ag_event *e = &(*b->list)[(*b->n)++];
 	memset(e, 0, sizeof *e);
@@ -6028,6 +6034,15 @@ static void optimizer_phase(struct bld *b, struct pt *const *qs, const size_t *s
 		b->only_rank = per_rank ? k + 1 : 0;
 		struct pt *const *q = qs + start[k];
 		size_t n = start[k + 1] - start[k];
+		/* the first step(): each parameter's state made as Adam meets it
+		 * (Debian 12's 1.13 adam.py 202-222, step()'s loop over the
+		 * group's parameters with a grad, before the functional adam()
+		 * at 234; Debian 13's 2.6 _init_group, 135-181, called at 234:
+		 * step, exp_avg, exp_avg_sq), then the update over all of them */
+		if (b->make_state) {
+			adam_state(b, q, n);
+			b->only_rank = per_rank ? k + 1 : 0;
+		}
 		if (b->o->optim_impl == ZS_OPTIM_FOREACH)
 			adam_foreach(b, q, n);
 		else if (b->o->optim_impl == ZS_OPTIM_FUSED)
@@ -6088,6 +6103,8 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->grad_accum = c->grad_accum ? c->grad_accum : 1;
 	o->recompute = !c->hf_recompute ? AG_CKPT_NONE : c->wrapper == ZS_WRAPPER_FSDP ? AG_CKPT_IN_UNIT : AG_CKPT_LOOP;
 	o->ddp_no_sync = c->ddp_no_sync;
+	/* the plain loop's first step, its own list (ag_step.step1) */
+	o->step1 = c->wrapper == ZS_WRAPPER_NONE;
 	o->fsdp_prefetch = c->prefetch == ZS_PREFETCH_BACKWARD_PRE;
 	o->freeze = c->freeze[0] ? c->freeze : NULL;
 	o->lora_r = c->lora_r;
@@ -6122,6 +6139,52 @@ static int amp_check(const struct zs_model *m, const struct ag_options *o, char 
 		return refuse(cause, "--precision amp-bf16: autocast with dropout (the model's config) is not described "
 		              "yet (give a config with dropout 0)");
 	return 0;
+}
+
+/* One step into the list in use: K micro-steps (forward, backward) then
+ * one optimizer step over the lists opt[start[k] .. start[k + 1]) (k <
+ * nlists: ZeroRedundancyOptimizer's ranks, util/ag_zero1.h), zero_grad,
+ * the loop's outputs let go. The grads the first backward makes (or
+ * zero_grad kept) take the later ones' in place (accumulate():
+ * AccumulateGrad). It ends in the state it starts from at steady state;
+ * the first step's (b->make_state) starts from the set-up's. */
+static void one_step(struct bld *b, struct model *M, const T *ids, const T *labels, struct pt *const *opt,
+                     const size_t *start, unsigned nlists)
+{
+	const struct ag_options *o = b->o;
+	unsigned K = o->grad_accum, zw = o->zero1_world;
+	for (unsigned k = 0; k < K; k++) {
+		if (K > 1) {
+			mark(b, "micro:%u", k);
+			b->micro = (int)k;
+		}
+		M->ids = ids[k];
+		M->labels = labels[k];
+		if (b->m->family == ZS_FAMILY_GPT2)
+			gpt2_step(b, M);
+		else
+			llama_step(b, M);
+		b->micro = -1;
+		if (k + 1 < K) {
+			/* `del loss; outputs = None` before the next micro-step (the
+			 * tuple goes from its last item); the last micro-step's are
+			 * held to the step's end, as at K = 1 */
+			outputs_go(b, M);
+		}
+	}
+	b->phase = ZS_PH_OPTIMIZER;
+	optimizer_phase(b, opt, start, nlists, zw != 0);
+	/* _sync_params: rank by rank, each of its parameters broadcast from
+	 * it in partition order, in place */
+	for (unsigned r = 0; r < zw; r++)
+		for (size_t k = start[r]; k < start[r + 1]; k++)
+			op(b, AG_OP_BROADCAST_, opt[k]->w, NO, NO, opt[k]->w, NO, NO)->arg[0] = r;
+	mark(b, "phase:zero_grad");
+	zero_grad(b, M);
+	b->s->loss = M->loss;
+	b->s->logits = M->logits;
+	outputs_go(b, M);
+	mark(b, "phase:between");
 }
 
 int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step_params *p,
@@ -6315,10 +6378,15 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		s->tensor[labels[k]].micro = k;
 		op(b, AG_OP_COPY, ids[k], NO, NO, labels[k], NO, NO);
 	}
-	/* The first step's own: the grads (zeros: kept from the first
-	 * backward on) and Adam's state. */
+	/* The first step as a list of its own (ag_options.step1; not yet for
+	 * a mixture, whose lists the engine builds step by step for their
+	 * routing): nothing before it, the grads made by its backward,
+	 * Adam's state by its step(). Else the first step's prefix: the
+	 * grads (zeros: kept from the first backward on) and Adam's state,
+	 * then the steady step. */
+	int one = o->step1 && m->experts == 0;
 	use(b, &s->first_step, &s->nfirst);
-	if (o->zero_grad == ZS_ZERO_GRAD_ZEROS)
+	if (!one && o->zero_grad == ZS_ZERO_GRAD_ZEROS)
 		for (size_t i = 0; i < M.npt; i++) {
 			struct pt *q = &M.pt[i];
 			if (q->frozen)
@@ -6345,51 +6413,22 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 			opt[i] = &M.pt[i];
 		start[1] = M.npt;
 	}
-	for (unsigned r = 0; r < nlists; r++) {
+	for (unsigned r = 0; !one && r < nlists; r++) {
 		b->only_rank = zw ? r + 1 : 0;
 		adam_state(b, opt + start[r], start[r + 1] - start[r]);
 	}
 	b->only_rank = 0;
-	use(b, &s->event, &s->nevents);
-	/* K micro-steps (forward, backward) then one optimizer step; the
-	 * grads the first backward makes (or zero_grad kept) take the later
-	 * ones' in place (accumulate(): AccumulateGrad) */
-	for (unsigned k = 0; k < K; k++) {
-		if (K > 1) {
-			mark(b, "micro:%u", k);
-			b->micro = (int)k;
-		}
-		M.ids = ids[k];
-		M.labels = labels[k];
-		if (m->family == ZS_FAMILY_GPT2)
-			gpt2_step(b, &M);
-		else
-			llama_step(b, &M);
-		b->micro = -1;
-		if (k + 1 < K) {
-			/* `del loss; outputs = None` before the next micro-step (the
-			 * tuple goes from its last item); the last micro-step's are
-			 * held to the step's end, as at K = 1 */
-			outputs_go(b, &M);
-		}
+	for (int first = one; first >= 0; first--) {
+		use(b, first ? &s->step1 : &s->event, first ? &s->nstep1 : &s->nevents);
+		b->make_state = first;
+		b->draws = 0; /* a step's masks are keyed on its own draws (AG_OP_BERNOULLI_) */
+		one_step(b, &M, ids, labels, opt, start, nlists);
 	}
+	b->make_state = 0;
 	free(ids);
 	free(labels);
-	b->phase = ZS_PH_OPTIMIZER;
-	optimizer_phase(b, opt, start, nlists, zw != 0);
-	/* _sync_params: rank by rank, each of its parameters broadcast from
-	 * it in partition order, in place */
-	for (unsigned r = 0; r < zw; r++)
-		for (size_t k = start[r]; k < start[r + 1]; k++)
-			op(b, AG_OP_BROADCAST_, opt[k]->w, NO, NO, opt[k]->w, NO, NO)->arg[0] = r;
 	free(opt);
 	free(start);
-	mark(b, "phase:zero_grad");
-	zero_grad(b, &M);
-	s->loss = M.loss;
-	s->logits = M.logits;
-	outputs_go(b, &M);
-	mark(b, "phase:between");
 	free(M.pt);
 	free(M.lora);
 	free(M.q4);
@@ -6420,6 +6459,23 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	return 0;
 }
 
+unsigned ag_step_lists(const struct ag_step *s, unsigned step, const struct ag_event *ev[2], size_t n[2])
+{
+	if (step == 0 && s->step1 != NULL) {
+		ev[0] = s->step1;
+		n[0] = s->nstep1;
+		return 1;
+	}
+	unsigned k = 0;
+	if (step == 0) {
+		ev[k] = s->first_step;
+		n[k++] = s->nfirst;
+	}
+	ev[k] = s->event;
+	n[k++] = s->nevents;
+	return k;
+}
+
 int ag_event_on_rank(const struct ag_event *e, unsigned rank)
 {
 	return e->only_rank == 0 || e->only_rank == rank + 1;
@@ -6431,6 +6487,7 @@ void ag_step_free(struct ag_step *s)
 	free(s->setup);
 	free(s->first_step);
 	free(s->event);
+	free(s->step1);
 	for (size_t i = 0; i < s->nlabels; i++)
 		free(s->labels[i]);
 	free(s->labels);

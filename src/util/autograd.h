@@ -38,6 +38,16 @@
  * grads and optimizer state), and `first_step` what the first step makes
  * on top of it (Adam's state, its step counters).
  *
+ * The first step as its own list (`step1`, ag_options.step1): where the
+ * first step is not the steady one in its middle (PyTorch's plain loop:
+ * every .grad is None until the first backward makes it, Adam's state is
+ * made inside the first optimizer.step(), after backward), the run's
+ * first step runs `step1` in place of `first_step` and the steady step
+ * (then `first_step` is empty), and ends in the state every later step
+ * starts from. ag_step_lists says which lists a step runs; the engine
+ * runs them and the theory sums them, each with its own peak and phases,
+ * the marks the steady step's.
+ *
  * Gradient accumulation (ag_options.grad_accum K > 1, docs/schedule.md):
  * the step is K micro-steps, each a forward and backward over its own
  * batch (set-up holds the K pairs of input_ids and labels; ag_tensor.micro
@@ -354,6 +364,12 @@ struct ag_options {
 	 * checkpoint inside each layer's unit (5.x's GradientCheckpointingLayer:
 	 * what the call binds is its partial's, whatever the family). */
 	int recompute;
+	/* Build the first step as a list of its own (ag_step.step1): the
+	 * grads made by the first backward, Adam's state by the first step()
+	 * (docs/schedule.md, "The first step"). ag_options_from_config sets it
+	 * for the plain loop (--wrapper none); the wrappers' passes take the
+	 * steady list alone so far. */
+	int step1;
 	/* A mixture's routing for the described step (mixtral's, qwen2_moe's
 	 * and qwen3_moe's sparse-MoE blocks, fp32 on the plain loop of 1.13
 	 * so far): the
@@ -372,6 +388,8 @@ struct ag_step {
 	size_t nfirst;
 	struct ag_event *event;         /* one step at steady state */
 	size_t nevents;
+	struct ag_event *step1;         /* the first step, run in place of first_step and event, or NULL */
+	size_t nstep1;
 	char **labels;                  /* owned mark labels (freed by ag_step_free) */
 	size_t nlabels;
 	uint32_t loss, logits;          /* the loop's outputs (the last micro-step's), held to the step's
@@ -384,6 +402,12 @@ struct ag_step {
 int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step_params *p,
                   const struct ag_options *o, char **cause);
 void ag_step_free(struct ag_step *s);
+
+/* The lists step `step` (0 the run's first) runs after the set-up, in
+ * order, into ev[] and n[]: the first step's own list (step1) at step 0
+ * where there is one, else first_step's prefix and the steady step at
+ * step 0 and the steady step after. Returns how many (1 or 2). */
+unsigned ag_step_lists(const struct ag_step *s, unsigned step, const struct ag_event *ev[2], size_t n[2]);
 
 /* One parameter's storages for the optimizer: the parameter, its .grad,
  * Adam's exp_avg, exp_avg_sq and step counter. */
