@@ -87,33 +87,99 @@ PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1 python3 $in/ft_torch.py $args" 
 		cp "$root$in/$(basename "$out")" "$out"
 }
 
+# The batch: many cases' references in one python run (tests/batch_torch.py:
+# torch and the reference imported once, each case in a child forked after
+# the imports; ~1.5 s of CPU saved a case), cached as one by
+# tests/torch_cache.py (the batch folder keyed by its files' bytes).
+# ft_add B ARGS...: appends a case of tests/ft_torch.py (hf_torch.py: $B
+# hf) to the batch $tmp/B, ARGS' paths relative to $tmp/B (ft_configs'
+# files are there, and ft_in copies one in); its number in $n, its JSON
+# to be at $tmp/B/$n.json (--out $n.json appended unless ARGS hold --out).
+# ft_run B SCRIPT: runs the batch under this run's PyTorch (1.13 here;
+# under torch26, 2.6 in the root, the folder copied in and back), each
+# case at most 600 s. ft_got B N: case N's exit status (its stdout and
+# stderr $tmp/B/N.out, N.err); not run: 99.
+ft_add() {
+	b=$tmp/$1 l=
+	shift
+	mkdir -p "$b" || exit 99
+	o=
+	for x in "$@"; do
+		[ "$x" = --out ] && o=1
+		x=$(printf '%s' "$x" | sed 's/\\/\\\\/g; s/"/\\"/g')
+		l="$l${l:+, }\"$x\""
+	done
+	n=$(($(cat "$b/cases" 2>/dev/null | wc -l) + 1))
+	[ -z "$o" ] && l="$l, \"--out\", \"$n.json\""
+	printf '[%s]\n' "$l" >>"$b/cases"
+}
+# ft_in B FILE NAME: FILE copied into the batch $tmp/B as NAME
+ft_in() {
+	mkdir -p "$tmp/$1" && cp "$2" "$tmp/$1/$3" || exit 99
+}
+# ft_rel B WORDS: WORDS (split at blanks) with each $tmp/PATH copied into
+# the batch $tmp/B as PATH's slashes made _ and named so: the words a case
+# of B takes (a path in a batch is relative to it)
+ft_rel() {
+	b=$1 r=
+	shift
+	set -f
+	for x in $*; do
+		case $x in
+		"$tmp"/*)
+			f=$(echo "${x#"$tmp"/}" | tr / _)
+			ft_in "$b" "$x" "$f"
+			x=$f
+			;;
+		esac
+		r="$r${r:+ }$x"
+	done
+	set +f
+	echo "$r"
+}
+ft_run() {
+	[ -s "$tmp/$1/cases" ] || return 0
+	if [ "$mode" != torch26 ]; then
+		OPENBLAS_NUM_THREADS=1 "$py" "$src/tests/batch_torch.py" "$src/tests/$2" "$tmp/$1" >"$tmp/$1.log" 2>&1
+		return 0
+	fi
+	rm -rf "${root:?}$in/$1" && mkdir -p "$root$in" && cp "$src/tests/batch_torch.py" "$src/tests/ft_torch.py" \
+		"$src/tests/hf_torch.py" "$src/tests/fsdp_torch.py" "$root$in/" && cp -r "$tmp/$1" "$root$in/$1" || exit 99
+	unshare -m sh -c "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 PYTHONDONTWRITEBYTECODE=1 \
+OPENBLAS_NUM_THREADS=1 python3 $in/batch_torch.py $in/$2 $in/$1" >"$tmp/$1.log" 2>&1
+	cp -r "$root$in/$1/." "$tmp/$1/" || exit 99
+}
+ft_got() {
+	cat "$tmp/$1/$2.rc" 2>/dev/null || echo 99
+}
+
 # ft_case VERSION MODEL ZERO_GRAD K RARGS ZARGS [MARGS]: one case of the
 # loops of ft_lora.sh and ft_zero1.sh (label in $label), both sides at
-# seq 32, batch 2, 3 steps: tests/ft_torch.py --model $tmp/MODEL.json
+# seq 32, batch 2, 3 steps: tests/ft_torch.py --model MODEL.json
 # --zero-grad ZERO_GRAD --grad-accum K RARGS under PyTorch VERSION (2.6:
 # in the root), its JSON at $ref; then zerosim theory and measure of the
 # same (--framework torch, CPU, eager attention, single-tensor Adam, ZARGS;
 # measure also MARGS) into $tmp/theory.json and $tmp/measure.json. Either
 # failing: the message, exit 99. Needs $py (tests/torch_python.sh).
+# In a loop run twice (ft_cases: phase add, then check), the reference is
+# a case of the batch $tmp/ft (ft_add) and the check reads its JSON; with
+# phase unset, a batch of its own, run at once.
 ft_case() {
 	v=$1 m=$2 zg=$3 K=$4 rargs=$5 zargs=$6 margs=${7:-}
-	if [ "$v" = 2.6 ]; then
-		ref=$root$in/ref.json
-		mkdir -p "$root$in" && cp "$src/tests/hf_torch.py" "$src/tests/ft_torch.py" "$tmp/$m.json" "$root$in/" ||
-			exit 99
-		timeout 600 unshare -m sh -c "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 \
-PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1 python3 $in/ft_torch.py --model $in/$m.json --seq 32 --batch 2 \
---steps 3 --zero-grad $zg --grad-accum $K $rargs --out $in/ref.json" >"$tmp/err" 2>&1
-	else
-		ref=$tmp/ref.json
-		# shellcheck disable=SC2086
-		OPENBLAS_NUM_THREADS=1 timeout 600 "$py" "$src/tests/ft_torch.py" --model "$tmp/$m.json" --seq 32 --batch 2 \
-			--steps 3 --zero-grad "$zg" --grad-accum "$K" $rargs --out "$ref" >"$tmp/err" 2>&1
+	i=$((i + 1))
+	if [ "${phase:-}" != check ]; then
+		[ -n "${phase:-}" ] || { rm -rf "$tmp/ft"; i=1; }
+		set -f
+		# shellcheck disable=SC2046
+		ft_add ft $(ft_rel ft "--model $tmp/$m.json --seq 32 --batch 2 --steps 3 --zero-grad $zg --grad-accum $K $rargs")
+		set +f
+		[ -n "${phase:-}" ] && return 0
+		ft_run ft ft_torch.py
 	fi
-	# shellcheck disable=SC2181
-	if [ $? -ne 0 ]; then
+	ref=$tmp/ft/$i.json
+	if [ "$(ft_got ft $i)" != 0 ]; then
 		echo "$name: FAIL: ft_torch.py ($v) $rargs:" >&2
-		tail -20 "$tmp/err" >&2
+		tail -20 "$tmp/ft/$i.err" "$tmp/ft.log" 2>/dev/null >&2
 		exit 99
 	fi
 	for cmd in theory measure; do
@@ -140,21 +206,32 @@ PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1 python3 $in/ft_torch.py --model
 # (plain and ZeroRedundancyOptimizer) ending with equal trained
 # parameters, and under LoRA the case's adapter values PyTorch's
 # trainable ones (FSDP's are its shards: not compared). A difference:
-# status 1; either run failing: the message, exit 99. Needs $py.
+# status 1; either run failing: the message, exit 99. Needs $py. The
+# reference a case of the batch $tmp/ft, as ft_case's (phase add, check;
+# unset: a batch of its own, at once).
 ft_losses() {
-	mkdir -p "$1" || exit 99
-	# shellcheck disable=SC2086
-	if ! "$zerosim" measure -q $3 --write-case "$1/case.json" --out "$1/seed.json" 2>"$tmp/err"; then
-		echo "$name: FAIL: zerosim measure --write-case, $2: $(cat "$tmp/err")" >&2
-		exit 99
+	i=$((i + 1))
+	if [ "${phase:-}" != check ]; then
+		[ -n "${phase:-}" ] || { rm -rf "$tmp/ft"; i=1; }
+		mkdir -p "$1" || exit 99
+		# shellcheck disable=SC2086
+		if ! "$zerosim" measure -q $3 --write-case "$1/case.json" --out "$1/seed.json" 2>"$tmp/err"; then
+			echo "$name: FAIL: zerosim measure --write-case, $2: $(cat "$tmp/err")" >&2
+			exit 99
+		fi
+		set -f
+		# shellcheck disable=SC2046
+		ft_add ft $(ft_rel ft "$4 --case $1/case.json")
+		set +f
+		[ -n "${phase:-}" ] && return 0
+		ft_run ft ft_torch.py
 	fi
-	# shellcheck disable=SC2086
-	if ! OPENBLAS_NUM_THREADS=1 timeout 300 "$py" "$src/tests/ft_torch.py" $4 --case "$1/case.json" \
-		--out "$1/torch.json" >"$tmp/err" 2>&1; then
+	if [ "$(ft_got ft $i)" != 0 ]; then
 		echo "$name: FAIL: tests/ft_torch.py --case, $2:" >&2
-		tail -20 "$tmp/err" >&2
+		tail -20 "$tmp/ft/$i.err" "$tmp/ft.log" 2>/dev/null >&2
 		exit 99
 	fi
+	cp "$tmp/ft/$i.json" "$1/torch.json" || exit 99
 	"$py" - "$1" "$2" <<'PY' || status=1
 import json, os, sys
 d, label = sys.argv[1], sys.argv[2]
