@@ -13,7 +13,7 @@
 # 24 apart from hidden / heads; phi3's pad_token_id null (Phi3Config's
 # 32000 is no row of a small vocab).
 # ft_version and ft_case (below): the case loop ft_lora.sh and ft_zero1.sh
-# share.
+# share; their references run in batches (tests/batch_lib.sh).
 # ft_losses (below): the losses check ft_lora.sh, ft_zero1.sh, ft_fsdp.sh
 # and ft_fsdp_lora.sh share; ft_ref (below): ft_fsdp.sh's and
 # ft_fsdp_lora.sh's reference run.
@@ -38,6 +38,8 @@ if [ "$mode" = torch26 ]; then
 	in=/tmp/zs-${name}26.$$
 	trap 'rm -rf "$tmp" "${root:?}$in"' EXIT HUP INT TERM
 fi
+# ft_add, ft_in, ft_rel, ft_run, ft_got: the batch (tests/batch_lib.sh)
+. "$src/tests/batch_lib.sh"
 
 ft_configs() {
 	cat >"$tmp/${3:-}gpt2.json" <<JSON
@@ -87,72 +89,6 @@ PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1 python3 $in/ft_torch.py $args" 
 		cp "$root$in/$(basename "$out")" "$out"
 }
 
-# The batch: many cases' references in one python run (tests/batch_torch.py:
-# torch and the reference imported once, each case in a child forked after
-# the imports; ~1.5 s of CPU saved a case), cached as one by
-# tests/torch_cache.py (the batch folder keyed by its files' bytes).
-# ft_add B ARGS...: appends a case of tests/ft_torch.py (hf_torch.py: $B
-# hf) to the batch $tmp/B, ARGS' paths relative to $tmp/B (ft_configs'
-# files are there, and ft_in copies one in); its number in $n, its JSON
-# to be at $tmp/B/$n.json (--out $n.json appended unless ARGS hold --out).
-# ft_run B SCRIPT: runs the batch under this run's PyTorch (1.13 here;
-# under torch26, 2.6 in the root, the folder copied in and back), each
-# case at most 600 s. ft_got B N: case N's exit status (its stdout and
-# stderr $tmp/B/N.out, N.err); not run: 99.
-ft_add() {
-	b=$tmp/$1 l=
-	shift
-	mkdir -p "$b" || exit 99
-	o=
-	for x in "$@"; do
-		[ "$x" = --out ] && o=1
-		x=$(printf '%s' "$x" | sed 's/\\/\\\\/g; s/"/\\"/g')
-		l="$l${l:+, }\"$x\""
-	done
-	n=$(($(cat "$b/cases" 2>/dev/null | wc -l) + 1))
-	[ -z "$o" ] && l="$l, \"--out\", \"$n.json\""
-	printf '[%s]\n' "$l" >>"$b/cases"
-}
-# ft_in B FILE NAME: FILE copied into the batch $tmp/B as NAME
-ft_in() {
-	mkdir -p "$tmp/$1" && cp "$2" "$tmp/$1/$3" || exit 99
-}
-# ft_rel B WORDS: WORDS (split at blanks) with each $tmp/PATH copied into
-# the batch $tmp/B as PATH's slashes made _ and named so: the words a case
-# of B takes (a path in a batch is relative to it)
-ft_rel() {
-	b=$1 r=
-	shift
-	set -f
-	for x in $*; do
-		case $x in
-		"$tmp"/*)
-			f=$(echo "${x#"$tmp"/}" | tr / _)
-			ft_in "$b" "$x" "$f"
-			x=$f
-			;;
-		esac
-		r="$r${r:+ }$x"
-	done
-	set +f
-	echo "$r"
-}
-ft_run() {
-	[ -s "$tmp/$1/cases" ] || return 0
-	if [ "$mode" != torch26 ]; then
-		OPENBLAS_NUM_THREADS=1 "$py" "$src/tests/batch_torch.py" "$src/tests/$2" "$tmp/$1" >"$tmp/$1.log" 2>&1
-		return 0
-	fi
-	rm -rf "${root:?}$in/$1" && mkdir -p "$root$in" && cp "$src/tests/batch_torch.py" "$src/tests/ft_torch.py" \
-		"$src/tests/hf_torch.py" "$src/tests/fsdp_torch.py" "$root$in/" && cp -r "$tmp/$1" "$root$in/$1" || exit 99
-	unshare -m sh -c "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 PYTHONDONTWRITEBYTECODE=1 \
-OPENBLAS_NUM_THREADS=1 python3 $in/batch_torch.py $in/$2 $in/$1" >"$tmp/$1.log" 2>&1
-	cp -r "$root$in/$1/." "$tmp/$1/" || exit 99
-}
-ft_got() {
-	cat "$tmp/$1/$2.rc" 2>/dev/null || echo 99
-}
-
 # ft_case VERSION MODEL ZERO_GRAD K RARGS ZARGS [MARGS]: one case of the
 # loops of ft_lora.sh and ft_zero1.sh (label in $label), both sides at
 # seq 32, batch 2, 3 steps: tests/ft_torch.py --model MODEL.json
@@ -179,7 +115,7 @@ ft_case() {
 	ref=$tmp/ft/$i.json
 	if [ "$(ft_got ft $i)" != 0 ]; then
 		echo "$name: FAIL: ft_torch.py ($v) $rargs:" >&2
-		tail -20 "$tmp/ft/$i.err" "$tmp/ft.log" 2>/dev/null >&2
+		tail -n 20 "$tmp/ft/$i.err" "$tmp/ft.log" 2>/dev/null >&2
 		exit 99
 	fi
 	for cmd in theory measure; do
@@ -219,16 +155,17 @@ ft_losses() {
 			echo "$name: FAIL: zerosim measure --write-case, $2: $(cat "$tmp/err")" >&2
 			exit 99
 		fi
+		ft_casedir ft "$1"
 		set -f
 		# shellcheck disable=SC2046
-		ft_add ft $(ft_rel ft "$4 --case $1/case.json")
+		ft_add ft $(ft_rel ft "$4") --case "${1##*/}/case.json"
 		set +f
 		[ -n "${phase:-}" ] && return 0
 		ft_run ft ft_torch.py
 	fi
 	if [ "$(ft_got ft $i)" != 0 ]; then
 		echo "$name: FAIL: tests/ft_torch.py --case, $2:" >&2
-		tail -20 "$tmp/ft/$i.err" "$tmp/ft.log" 2>/dev/null >&2
+		tail -n 20 "$tmp/ft/$i.err" "$tmp/ft.log" 2>/dev/null >&2
 		exit 99
 	fi
 	cp "$tmp/ft/$i.json" "$1/torch.json" || exit 99

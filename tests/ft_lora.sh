@@ -132,10 +132,11 @@ ft_lora_losses() {
 			echo "ft_lora: FAIL: zerosim measure --write-case --lora-dropout 0.1: $(cat "$tmp/err")" >&2
 			exit 99
 		fi
+		ft_casedir ft "$d"
 		set -f
 		# shellcheck disable=SC2046
-		ft_add ft $(ft_rel ft "--model $tmp/llama.json --seq 32 --batch 2 --steps 2 --zero-grad none --lora-r 4 \
---case $d/case.json")
+		ft_add ft $(ft_rel ft "--model $tmp/llama.json --seq 32 --batch 2 --steps 2 --zero-grad none --lora-r 4") \
+			--case loss-do/case.json
 		set +f
 		dn=$n
 		return 0
