@@ -84,7 +84,7 @@ case_() {
 	out=$tmp/$label.json
 	if [ "$(ft_got ft $i)" != 0 ] || ! cp "$tmp/ft/$i.json" "$out"; then
 		echo "ft_accum: FAIL: tests/ft_torch.py $*:" >&2
-		tail -n 20 "$tmp/ft/$i.err" "$tmp/ft.log" 2>/dev/null >&2
+		tail -n 20 "$tmp/ft/$i.err" "$tmp/ft.log" >&2 2>/dev/null
 		exit 99
 	fi
 	for cmd in theory measure; do
@@ -172,7 +172,7 @@ losses() {
 		if [ $phase = check ]; then
 			if [ "$(ft_got ft $i)" != 0 ] || ! cp "$tmp/ft/$i.json" "$d/torch.json"; then
 				echo "ft_accum: FAIL: tests/ft_torch.py --case, $m K=$K:" >&2
-				tail -n 20 "$tmp/ft/$i.err" "$tmp/ft.log" 2>/dev/null >&2
+				tail -n 20 "$tmp/ft/$i.err" "$tmp/ft.log" >&2 2>/dev/null
 				exit 99
 			fi
 			continue
@@ -187,6 +187,7 @@ losses() {
 			exit 99
 		fi
 		ft_casedir ft "$d"
+		[ -e "$tmp/ft/tiny-$m.json" ] || ft_in ft "$tmp/tiny-$m.json" "tiny-$m.json"
 		ft_add ft --model "tiny-$m.json" --grad-accum "$K" --zero-grad "$zg" --case "loss-$m/case.json"
 	done
 }

@@ -100,7 +100,7 @@ worlds="1 2"
 for world in $worlds; do
 	ft_in ft "$tmp/gpt2.json" gpt2.json
 	ft_in hf "$tmp/gpt2.json" gpt2.json
-	ft_add ft --model gpt2.json --freeze blocks:1-0 --world $world
+	ft_add ft --model gpt2.json --freeze blocks:1-0 --world "$world"
 	if [ "$world" -gt 1 ]; then
 		ft_add hf --model gpt2.json --freeze blocks:1-0 --ddp "$world"
 	else
@@ -226,7 +226,7 @@ for phase in add check; do
 		ref=$tmp/hf/$i.json
 		if [ "$(ft_got hf $i)" != 0 ]; then
 			echo "ft_freeze: FAIL: hf_torch.py ($version) --freeze '$pat' $*:" >&2
-			tail -n 20 "$tmp/hf/$i.err" "$tmp/hf.log" 2>/dev/null >&2
+			tail -n 20 "$tmp/hf/$i.err" "$tmp/hf.log" >&2 2>/dev/null
 			exit 99
 		fi
 		for cmd in theory measure; do

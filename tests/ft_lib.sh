@@ -115,7 +115,7 @@ ft_case() {
 	ref=$tmp/ft/$i.json
 	if [ "$(ft_got ft $i)" != 0 ]; then
 		echo "$name: FAIL: ft_torch.py ($v) $rargs:" >&2
-		tail -n 20 "$tmp/ft/$i.err" "$tmp/ft.log" 2>/dev/null >&2
+		tail -n 20 "$tmp/ft/$i.err" "$tmp/ft.log" >&2 2>/dev/null
 		exit 99
 	fi
 	for cmd in theory measure; do
@@ -165,7 +165,7 @@ ft_losses() {
 	fi
 	if [ "$(ft_got ft $i)" != 0 ]; then
 		echo "$name: FAIL: tests/ft_torch.py --case, $2:" >&2
-		tail -n 20 "$tmp/ft/$i.err" "$tmp/ft.log" 2>/dev/null >&2
+		tail -n 20 "$tmp/ft/$i.err" "$tmp/ft.log" >&2 2>/dev/null
 		exit 99
 	fi
 	cp "$tmp/ft/$i.json" "$1/torch.json" || exit 99

@@ -473,7 +473,7 @@ if [ "${1:-}" = torch26 ]; then
 			fi
 			if [ "$(ft_got hf $i)" != 0 ]; then
 				echo "hf_torch: FAIL: hf_torch.py (2.6) --model $cfg.json $targs:" >&2
-				tail -n 20 "$tmp/hf/$i.err" "$tmp/hf.log" 2>/dev/null >&2
+				tail -n 20 "$tmp/hf/$i.err" "$tmp/hf.log" >&2 2>/dev/null
 				exit 99
 			fi
 			for cmd in theory measure; do
@@ -522,7 +522,7 @@ if [ "${1:-}" = torch26 ]; then
 			fi
 			if [ "$(ft_got hf $i)" != 0 ]; then
 				echo "hf_torch: FAIL: hf_torch.py (2.6) --model $cfg.json $targs --ddp $N --zero1:" >&2
-				tail -n 20 "$tmp/hf/$i.err" "$tmp/hf.log" 2>/dev/null >&2
+				tail -n 20 "$tmp/hf/$i.err" "$tmp/hf.log" >&2 2>/dev/null
 				exit 99
 			fi
 			zout=$tmp/hf/$i.json
@@ -592,7 +592,7 @@ hf_case() {
 	fi
 	if [ "$(ft_got hf $i)" != 0 ] || [ "$(ft_got hz $j)" != 0 ] || ! cp "$tmp/hz/$j.json" "$tmp/out.json"; then
 		echo "hf_torch: FAIL: hf_torch.py $targs --zerosim $zerosim --zerosim-args $zargs:" >&2
-		tail -n 20 "$tmp/hf/$i.err" "$tmp/hz/$j.out" "$tmp/hz/$j.err" "$tmp/hf.log" "$tmp/hz.log" 2>/dev/null >&2
+		tail -n 20 "$tmp/hf/$i.err" "$tmp/hz/$j.out" "$tmp/hz/$j.err" "$tmp/hf.log" "$tmp/hz.log" >&2 2>/dev/null
 		exit 99
 	fi
 	# DDP's, dropout's and the newer families' cases: the engine's measure
@@ -654,7 +654,7 @@ EOF
 			i=$p
 			if [ "$(ft_got hf $i)" != 0 ] || ! cp "$tmp/hf/$i.json" "$tmp/plain.json"; then
 				echo "hf_torch: FAIL: hf_torch.py $(echo "$targs" | sed 's/--recompute full//'):" >&2
-				tail -n 20 "$tmp/hf/$i.err" "$tmp/hf.log" 2>/dev/null >&2
+				tail -n 20 "$tmp/hf/$i.err" "$tmp/hf.log" >&2 2>/dev/null
 				exit 99
 			fi
 			"$py" - "$tmp/out.json" "$tmp/plain.json" "$label" <<'EOF' || status=1
@@ -750,7 +750,7 @@ hf_zero1_cases() {
 		fi
 		if [ "$(ft_got hf $i)" != 0 ]; then
 			echo "hf_torch: FAIL: hf_torch.py --model $cfg.json $targs --ddp $N --zero1:" >&2
-			tail -n 20 "$tmp/hf/$i.err" "$tmp/hf.log" 2>/dev/null >&2
+			tail -n 20 "$tmp/hf/$i.err" "$tmp/hf.log" >&2 2>/dev/null
 			exit 99
 		fi
 		zout=$tmp/hf/$i.json
