@@ -97,7 +97,7 @@ PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1 python3 $in/ft_torch.py $args" 
 # same (--framework torch, CPU, eager attention, single-tensor Adam, ZARGS;
 # measure also MARGS) into $tmp/theory.json and $tmp/measure.json. Either
 # failing: the message, exit 99. Needs $py (tests/torch_python.sh).
-# In a loop run twice (ft_cases: phase add, then check), the reference is
+# In a loop run twice (phase=add, then phase=check), the reference is
 # a case of the batch $tmp/ft (ft_add) and the check reads its JSON; with
 # phase unset, a batch of its own, run at once.
 ft_case() {
