@@ -51,27 +51,19 @@ export PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1
 ft_configs 256 160 tiny-
 
 version=1.13
-ref() { # ARGS...: tests/ft_torch.py ARGS under PyTorch 1.13 here
-	timeout 300 "$py" "$src/tests/ft_torch.py" "$@"
-}
-if [ "$mode" = torch26 ]; then
-	version=2.6
-	mkdir -p "$root$in" && cp "$src/tests/ft_torch.py" "$src/tests/hf_torch.py" "$tmp"/tiny-*.json "$root$in/" || exit 99
-	ref() { # ARGS... (--model $tmp/X, --out $tmp/Y): ft_torch.py in the root, its JSON copied back
-		args=$(echo "$*" | sed "s|$tmp/|$in/|g")
-		timeout 300 unshare -m sh -c "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 \
-PYTHONDONTWRITEBYTECODE=1 python3 $in/ft_torch.py $args" &&
-			cp "$root$in/$(basename "$out")" "$out"
-	}
-fi
+[ "$mode" = torch26 ] && version=2.6
 
 # case LABEL MODEL K ZERO_GRAD WORLD NO_SYNC(on|off) [FREEZE [PRECISION]]
 # (PRECISION amp-bf16: each micro-step's forward under bf16 autocast,
-# ft_torch.py --amp bf16)
+# ft_torch.py --amp bf16). Called twice per case (cases, below): in phase
+# add its reference joins the batch $tmp/ft (tests/ft_lib.sh's ft_add: one
+# python run for them all, under this run's PyTorch), in phase check its
+# JSON is compared.
 case_() {
 	label=$1 m=$2 K=$3 zg=$4 world=$5 ns=$6 fz=${7:-} prec=${8:-fp32}
 	cfg=$tmp/tiny-$m.json
-	set -- --model "$cfg" --grad-accum "$K" --zero-grad "$zg"
+	i=$((i + 1))
+	set -- --model "tiny-$m.json" --grad-accum "$K" --zero-grad "$zg"
 	[ "$prec" = amp-bf16 ] && set -- "$@" --amp bf16
 	zw="--wrapper none" zns="" zfz=""
 	# ckpt-*: Hugging Face's gradient checkpointing on both sides
@@ -84,11 +76,15 @@ case_() {
 		set -- "$@" --world "$world" --no-sync "$([ "$ns" = on ] && echo 1 || echo 0)"
 		zw="--wrapper ddp" zns="--ddp-no-sync $ns"
 	fi
-	# gloo waits 30 minutes for a peer by default: a hang ends in 5
+	if [ $phase = add ]; then
+		[ -e "$tmp/ft/tiny-$m.json" ] || ft_in ft "$cfg" "tiny-$m.json"
+		ft_add ft "$@"
+		return
+	fi
 	out=$tmp/$label.json
-	if ! ref "$@" --out "$out" >"$tmp/err" 2>&1; then
+	if [ "$(ft_got ft $i)" != 0 ] || ! cp "$tmp/ft/$i.json" "$out"; then
 		echo "ft_accum: FAIL: tests/ft_torch.py $*:" >&2
-		tail -20 "$tmp/err" >&2
+		tail -n 20 "$tmp/ft/$i.err" "$tmp/ft.log" >&2 2>/dev/null
 		exit 99
 	fi
 	for cmd in theory measure; do
@@ -105,65 +101,103 @@ case_() {
 		--comm || status=1
 }
 
-if [ $version = 2.6 ]; then
-	case_ gpt2-k2-none gpt2 2 none 1 -
-	case_ gpt2-k3-zeros gpt2 3 zeros 1 -
-	case_ llama-k2-zeros llama 2 zeros 1 -
-	case_ llama-k3-none llama 3 none 1 -
-	case_ ddp2-gpt2-k2-none-nosync gpt2 2 none 2 on
-	case_ ddp2-llama-k2-zeros-sync llama 2 zeros 2 off
-	# with --freeze (frozen parameters: no grad to accumulate into)
-	case_ fz-gpt2-k2-zeros-emb gpt2 2 zeros 1 - embeddings
-	case_ fz-llama-k3-zeros-abl1 llama 3 zeros 1 - all-but-last:1
-	case_ fz-llama-k2-none-b00 llama 2 none 1 - blocks:0-0
-	case_ fz-ddp2-llama-k2-none-abl1-sync llama 2 none 2 off all-but-last:1
-	case_ fz-phi3-k2-none-b00 phi3 2 none 1 - blocks:0-0
-	case_ amp-llama-k2-none llama 2 none 1 - "" amp-bf16
-	exit $status
-fi
-case_ gpt2-k1 gpt2 1 zeros 1 -
-for m in gpt2 llama; do
-	for K in 2 3; do
-		for zg in zeros none; do
-			case_ "$m-k$K-$zg" "$m" "$K" "$zg" 1 -
+cases() {
+	if [ $version = 2.6 ]; then
+		case_ gpt2-k2-none gpt2 2 none 1 -
+		case_ gpt2-k3-zeros gpt2 3 zeros 1 -
+		case_ llama-k2-zeros llama 2 zeros 1 -
+		case_ llama-k3-none llama 3 none 1 -
+		case_ ddp2-gpt2-k2-none-nosync gpt2 2 none 2 on
+		case_ ddp2-llama-k2-zeros-sync llama 2 zeros 2 off
+		# with --freeze (frozen parameters: no grad to accumulate into)
+		case_ fz-gpt2-k2-zeros-emb gpt2 2 zeros 1 - embeddings
+		case_ fz-llama-k3-zeros-abl1 llama 3 zeros 1 - all-but-last:1
+		case_ fz-llama-k2-none-b00 llama 2 none 1 - blocks:0-0
+		case_ fz-ddp2-llama-k2-none-abl1-sync llama 2 none 2 off all-but-last:1
+		case_ fz-phi3-k2-none-b00 phi3 2 none 1 - blocks:0-0
+		case_ amp-llama-k2-none llama 2 none 1 - "" amp-bf16
+		return
+	fi
+	case_ gpt2-k1 gpt2 1 zeros 1 -
+	for m in gpt2 llama; do
+		for K in 2 3; do
+			for zg in zeros none; do
+				case_ "$m-k$K-$zg" "$m" "$K" "$zg" 1 -
+			done
 		done
 	done
+	case_ ddp2-gpt2-k2-nosync gpt2 2 zeros 2 on
+	case_ ddp2-llama-k2-none-nosync llama 2 none 2 on
+	case_ ddp2-gpt2-k2-sync gpt2 2 zeros 2 off
+	# with --freeze: the frozen parameters make no grad in any micro-step
+	case_ fz-gpt2-k2-zeros-emb gpt2 2 zeros 1 - embeddings
+	case_ fz-gpt2-k2-none-abl1 gpt2 2 none 1 - all-but-last:1
+	case_ fz-gpt2-k3-none-b11 gpt2 3 none 1 - blocks:1-1
+	case_ fz-llama-k2-none-emb llama 2 none 1 - embeddings
+	case_ fz-llama-k3-zeros-abl1 llama 3 zeros 1 - all-but-last:1
+	case_ fz-llama-k2-none-b00 llama 2 none 1 - blocks:0-0
+	case_ fz-ddp2-gpt2-k2-zeros-emb-nosync gpt2 2 zeros 2 on embeddings
+	case_ fz-ddp2-llama-k2-none-abl1-sync llama 2 none 2 off all-but-last:1
+	case_ fz-qwen2-k2-none-emb qwen2 2 none 1 - embeddings
+	case_ fz-qwen3-k2-zeros-abl1 qwen3 2 zeros 1 - all-but-last:1
+	case_ fz-phi3-k2-none-b00 phi3 2 none 1 - blocks:0-0
+	# the families unfrozen (ft_torch.py builds each family's own attention)
+	case_ qwen2-k2-zeros qwen2 2 zeros 1 -
+	case_ ckpt-gpt2-k2-none gpt2 2 none 1 -
+	case_ ckpt-fz-llama-k3-zeros-emb llama 3 zeros 1 - embeddings
+	case_ ckpt-ddp2-llama-k2-none-nosync llama 2 none 2 on
+	case_ ckpt-fz-ddp2-gpt2-k2-zeros-emb-sync gpt2 2 zeros 2 off embeddings
+	case_ qwen3-k3-none qwen3 3 none 1 -
+	case_ ddp2-phi3-k2-none-nosync phi3 2 none 2 on
+	# under bf16 autocast: each micro-step's region casts the weights anew
+	# (its cache cleared at the region's exit), the fp32 grads accumulate
+	case_ amp-gpt2-k2-zeros gpt2 2 zeros 1 - "" amp-bf16
+	case_ amp-llama-k3-none llama 3 none 1 - "" amp-bf16
+	case_ amp-qwen2-k2-zeros qwen2 2 zeros 1 - "" amp-bf16
+	case_ amp-ddp2-llama-k2-zeros-nosync llama 2 zeros 2 on "" amp-bf16
+	case_ amp-fz-gpt2-k2-none-emb gpt2 2 none 1 - embeddings amp-bf16
+	case_ amp-fz-llama-k2-zeros-abl1 llama 2 zeros 1 - all-but-last:1 amp-bf16
+	# checkpointed under autocast: each rerun is a region of its own (cleared as it ends)
+	case_ ckpt-amp-llama-k2-zeros llama 2 zeros 1 - "" amp-bf16
+	case_ ckpt-amp-fz-gpt2-k2-none-emb gpt2 2 none 1 - embeddings amp-bf16
+}
+# The losses' references (below) join the batch too
+losses() {
+	[ $version = 2.6 ] && return
+	for c in "gpt2 2 zeros" "llama 3 none"; do
+		# shellcheck disable=SC2086
+		set -- $c
+		m=$1 K=$2 zg=$3 d=$tmp/loss-$1
+		i=$((i + 1))
+		if [ $phase = check ]; then
+			if [ "$(ft_got ft $i)" != 0 ] || ! cp "$tmp/ft/$i.json" "$d/torch.json"; then
+				echo "ft_accum: FAIL: tests/ft_torch.py --case, $m K=$K:" >&2
+				tail -n 20 "$tmp/ft/$i.err" "$tmp/ft.log" >&2 2>/dev/null
+				exit 99
+			fi
+			continue
+		fi
+		mkdir -p "$d" || exit 99
+		z="--framework torch --wrapper none --torch-version 1.13 --torch-device cpu --attn eager --zero-grad $zg"
+		# shellcheck disable=SC2086
+		if ! "$zerosim" measure -q --model "$tmp/tiny-$m.json" --seq 32 --batch 2 --precision fp32 --schemes dp \
+			--world 1 --steps 3 $z --grad-accum "$K" --write-case "$d/case.json" --out "$d/seed.json" 2>"$tmp/err" ||
+			! "$zerosim" measure -q --case "$d/case.json" --schemes dp $z --out "$d/replay.json" 2>"$tmp/err"; then
+			echo "ft_accum: FAIL: zerosim measure --write-case / --case, $m K=$K: $(cat "$tmp/err")" >&2
+			exit 99
+		fi
+		ft_casedir ft "$d"
+		[ -e "$tmp/ft/tiny-$m.json" ] || ft_in ft "$tmp/tiny-$m.json" "tiny-$m.json"
+		ft_add ft --model "tiny-$m.json" --grad-accum "$K" --zero-grad "$zg" --case "loss-$m/case.json"
+	done
+}
+for phase in add check; do
+	i=0
+	[ $phase = check ] && ft_run ft ft_torch.py
+	cases
+	losses
 done
-case_ ddp2-gpt2-k2-nosync gpt2 2 zeros 2 on
-case_ ddp2-llama-k2-none-nosync llama 2 none 2 on
-case_ ddp2-gpt2-k2-sync gpt2 2 zeros 2 off
-# with --freeze: the frozen parameters make no grad in any micro-step
-case_ fz-gpt2-k2-zeros-emb gpt2 2 zeros 1 - embeddings
-case_ fz-gpt2-k2-none-abl1 gpt2 2 none 1 - all-but-last:1
-case_ fz-gpt2-k3-none-b11 gpt2 3 none 1 - blocks:1-1
-case_ fz-llama-k2-none-emb llama 2 none 1 - embeddings
-case_ fz-llama-k3-zeros-abl1 llama 3 zeros 1 - all-but-last:1
-case_ fz-llama-k2-none-b00 llama 2 none 1 - blocks:0-0
-case_ fz-ddp2-gpt2-k2-zeros-emb-nosync gpt2 2 zeros 2 on embeddings
-case_ fz-ddp2-llama-k2-none-abl1-sync llama 2 none 2 off all-but-last:1
-case_ fz-qwen2-k2-none-emb qwen2 2 none 1 - embeddings
-case_ fz-qwen3-k2-zeros-abl1 qwen3 2 zeros 1 - all-but-last:1
-case_ fz-phi3-k2-none-b00 phi3 2 none 1 - blocks:0-0
-# the families unfrozen (ft_torch.py builds each family's own attention)
-case_ qwen2-k2-zeros qwen2 2 zeros 1 -
-case_ ckpt-gpt2-k2-none gpt2 2 none 1 -
-case_ ckpt-fz-llama-k3-zeros-emb llama 3 zeros 1 - embeddings
-case_ ckpt-ddp2-llama-k2-none-nosync llama 2 none 2 on
-case_ ckpt-fz-ddp2-gpt2-k2-zeros-emb-sync gpt2 2 zeros 2 off embeddings
-case_ qwen3-k3-none qwen3 3 none 1 -
-case_ ddp2-phi3-k2-none-nosync phi3 2 none 2 on
-# under bf16 autocast: each micro-step's region casts the weights anew
-# (its cache cleared at the region's exit), the fp32 grads accumulate
-case_ amp-gpt2-k2-zeros gpt2 2 zeros 1 - "" amp-bf16
-case_ amp-llama-k3-none llama 3 none 1 - "" amp-bf16
-case_ amp-qwen2-k2-zeros qwen2 2 zeros 1 - "" amp-bf16
-case_ amp-ddp2-llama-k2-zeros-nosync llama 2 zeros 2 on "" amp-bf16
-case_ amp-fz-gpt2-k2-none-emb gpt2 2 none 1 - embeddings amp-bf16
-case_ amp-fz-llama-k2-zeros-abl1 llama 2 zeros 1 - all-but-last:1 amp-bf16
-# checkpointed under autocast: each rerun is a region of its own (cleared as it ends)
-case_ ckpt-amp-llama-k2-zeros llama 2 zeros 1 - "" amp-bf16
-case_ ckpt-amp-fz-gpt2-k2-none-emb gpt2 2 none 1 - embeddings amp-bf16
-
+[ $version = 2.6 ] && exit $status
 # --grad-accum 1 is today's plain loop: the same files, byte for byte
 for cmd in theory measure; do
 	for k in "" "--grad-accum 1"; do
@@ -186,26 +220,12 @@ sys.exit(0 if a == b else 1)
 EOF
 done
 
-# The losses: zerosim's run as a case, replayed by zerosim and trained by PyTorch
+# The losses: zerosim's run as a case, replayed by zerosim and trained by
+# PyTorch (losses, above: its reference a case of the batch)
 for c in "gpt2 2 zeros" "llama 3 none"; do
 	# shellcheck disable=SC2086
 	set -- $c
 	m=$1 K=$2 zg=$3 d=$tmp/loss-$1
-	mkdir -p "$d" || exit 99
-	z="--framework torch --wrapper none --torch-version 1.13 --torch-device cpu --attn eager --zero-grad $zg"
-	# shellcheck disable=SC2086
-	if ! "$zerosim" measure -q --model "$tmp/tiny-$m.json" --seq 32 --batch 2 --precision fp32 --schemes dp \
-		--world 1 --steps 3 $z --grad-accum "$K" --write-case "$d/case.json" --out "$d/seed.json" 2>"$tmp/err" ||
-		! "$zerosim" measure -q --case "$d/case.json" --schemes dp $z --out "$d/replay.json" 2>"$tmp/err"; then
-		echo "ft_accum: FAIL: zerosim measure --write-case / --case, $m K=$K: $(cat "$tmp/err")" >&2
-		exit 99
-	fi
-	if ! timeout 300 "$py" "$src/tests/ft_torch.py" --model "$tmp/tiny-$m.json" --grad-accum "$K" --zero-grad "$zg" \
-		--case "$d/case.json" --out "$d/torch.json" >"$tmp/err" 2>&1; then
-		echo "ft_accum: FAIL: tests/ft_torch.py --case, $m K=$K:" >&2
-		tail -20 "$tmp/err" >&2
-		exit 99
-	fi
 	"$py" - "$d" "$m K=$K $zg" <<'EOF' || status=1
 import json, os, sys
 d, label = sys.argv[1], sys.argv[2]

@@ -93,91 +93,42 @@ only="--freeze: only under --framework torch with --wrapper none, ddp or fsdp so
 
 . "$src/tests/torch_python.sh"
 export PYTHONDONTWRITEBYTECODE=1
-# (the references' refusals: here, not in the 2.6 root)
+# (the references' refusals: here, not in the 2.6 root; cases of the
+# batches $tmp/ft and $tmp/hf, tests/ft_lib.sh's ft_add, checked below)
 worlds="1 2"
 [ "$mode" = torch26 ] && worlds=
 for world in $worlds; do
-	for ref in ft_torch hf_torch; do
-		if [ $ref = ft_torch ]; then
-			set -- --world $world
-		else
-			set --
-			[ "$world" -gt 1 ] && set -- --ddp "$world"
-		fi
-		timeout 300 "$py" "$src/tests/$ref.py" --model "$tmp/gpt2.json" --freeze blocks:1-0 "$@" >"$tmp/out" 2>"$tmp/err"
-		rc=$?
-		if [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ]; then
-			echo "FAIL: $ref.py --freeze blocks:1-0 $*: exit $rc, stderr: $(tail -3 "$tmp/err")"
-			status=1
-		else
-			echo "ok: $ref.py --freeze blocks:1-0 $*: $(cat "$tmp/err")"
-		fi
-	done
-done
-# and a pattern that freezes nothing, as zerosim refuses it
-for ref in ft_torch hf_torch; do
-	[ "$mode" = torch26 ] && break
-	timeout 300 "$py" "$src/tests/$ref.py" --model "$tmp/gpt2.json" --freeze all >"$tmp/out" 2>"$tmp/err"
-	rc=$?
-	if [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || ! grep -qF -- "--freeze all: no parameter matches" "$tmp/err"; then
-		echo "FAIL: $ref.py --freeze all: exit $rc, stderr: $(tail -3 "$tmp/err")"
-		status=1
+	ft_in ft "$tmp/gpt2.json" gpt2.json
+	ft_in hf "$tmp/gpt2.json" gpt2.json
+	ft_add ft --model gpt2.json --freeze blocks:1-0 --world "$world"
+	if [ "$world" -gt 1 ]; then
+		ft_add hf --model gpt2.json --freeze blocks:1-0 --ddp "$world"
 	else
-		echo "ok: $ref.py --freeze all: $(cat "$tmp/err")"
+		ft_add hf --model gpt2.json --freeze blocks:1-0
 	fi
 done
-
+if [ "$mode" != torch26 ]; then
+	ft_add ft --model gpt2.json --freeze all
+	ft_add hf --model gpt2.json --freeze all
+fi
+# refused B N WHAT [TEXT]: case N of batch B refused (exit 2, one line on stderr, TEXT in it)
+refused() {
+	rc=$(ft_got "$1" "$2")
+	e=$tmp/$1/$2.err
+	if [ "$rc" -ne 2 ] || [ "$(wc -l <"$e")" -ne 1 ] || ! grep -qF -- "${4:-}" "$e"; then
+		echo "FAIL: $3: exit $rc, stderr: $(tail -n 3 "$e")"
+		status=1
+	else
+		echo "ok: $3: $(cat "$e")"
+	fi
+}
 
 # label;model;zero_grad;pattern;world (1: the plain loop; 2: DDP N = 2)[;fp32|amp-bf16[;full]]
 # (full: --recompute full, Hugging Face's gradient checkpointing with its
 # input_require_grads hook, on both sides)
-while IFS=';' read -r label m zg pat world prec rc; do
-	[ -n "$label" ] || continue
-	set --
-	wrapper=none
-	if [ "$world" = 2 ]; then
-		set -- --ddp 2
-		wrapper=ddp
-	fi
-	# under bf16 autocast (hf_torch.py --amp bf16): a frozen weight is
-	# cast at every use, uncached
-	[ "${prec:=fp32}" = amp-bf16 ] && set -- "$@" --amp bf16
-	[ "${rc:=none}" = full ] && set -- "$@" --recompute full
-	version=1.13
-	case $label in 2.6:*) version=2.6 ;; esac
-	[ "$mode" = torch26 ] && [ $version = 1.13 ] && continue
-	[ "$mode" != torch26 ] && [ $version = 2.6 ] && continue
-	if [ $version = 2.6 ]; then
-		# hf_torch.py (and ft_torch.py, whose matcher it imports) in the
-		# root; zerosim is this machine's binary
-		ref=$root$in/ref.json
-		mkdir -p "$root$in" && cp "$src/tests/hf_torch.py" "$src/tests/ft_torch.py" "$tmp/$m.json" "$root$in/" ||
-			exit 99
-		timeout 600 unshare -m sh -c "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 \
-PYTHONDONTWRITEBYTECODE=1 python3 $in/hf_torch.py --model $in/$m.json --zero-grad $zg --freeze '$pat' \
---no-attribution $* --out $in/ref.json" >"$tmp/err" 2>&1
-	else
-		ref=$tmp/ref.json
-		OPENBLAS_NUM_THREADS=1 timeout 600 "$py" "$src/tests/hf_torch.py" --model "$tmp/$m.json" --zero-grad "$zg" \
-			--freeze "$pat" --no-attribution "$@" --out "$ref" >"$tmp/err" 2>&1
-	fi
-	# shellcheck disable=SC2181
-	if [ $? -ne 0 ]; then
-		echo "ft_freeze: FAIL: hf_torch.py ($version) --freeze '$pat' $*:" >&2
-		tail -20 "$tmp/err" >&2
-		exit 99
-	fi
-	for cmd in theory measure; do
-		if ! "$zerosim" $cmd --model "$tmp/$m.json" --seq 32 --batch 2 --precision "$prec" --schemes dp --world "$world" \
-			--steps 3 --framework torch --wrapper $wrapper --torch-version $version --torch-device cpu --attn eager \
-			--optimizer-impl single --zero-grad "$zg" --freeze "$pat" --recompute "$rc" --out "$tmp/$cmd.json" \
-			2>"$tmp/err"; then
-			echo "ft_freeze: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
-			exit 99
-		fi
-	done
-	"$py" "$src/tests/ft_cmp.py" "$ref" "$tmp/theory.json" "$tmp/measure.json" "$label (--freeze '$pat')" || status=1
-done <<'CASES'
+# (twice: phase add collects the cases' references into the batch $tmp/hf;
+# phase check runs the batches once and compares)
+cat >"$tmp/cases" <<'CASES'
 gpt2, embeddings frozen (the tied head with them);gpt2;zeros;embeddings;1
 gpt2, embeddings frozen, set_to_none;gpt2;none;embeddings;1
 gpt2, all but the last block frozen;gpt2;zeros;all-but-last:1;1
@@ -242,4 +193,60 @@ checkpointed: autocast: llama, all but the last layer frozen, set_to_none;llama;
 2.6: autocast: gpt2, embeddings frozen;gpt2;none;embeddings;1;amp-bf16
 2.6: autocast: llama, all but the last layer frozen, zeros;llama;zeros;all-but-last:1;1;amp-bf16
 CASES
+for phase in add check; do
+	i=0
+	[ "$mode" != torch26 ] && i=3
+	[ "$mode" != torch26 ] && [ $phase = check ] && ft_run ft ft_torch.py
+	[ $phase = check ] && ft_run hf hf_torch.py
+	while IFS=';' read -r label m zg pat world prec rc; do
+		[ -n "$label" ] || continue
+		set --
+		wrapper=none
+		if [ "$world" = 2 ]; then
+			set -- --ddp 2
+			wrapper=ddp
+		fi
+		# under bf16 autocast (hf_torch.py --amp bf16): a frozen weight is
+		# cast at every use, uncached
+		[ "${prec:=fp32}" = amp-bf16 ] && set -- "$@" --amp bf16
+		[ "${rc:=none}" = full ] && set -- "$@" --recompute full
+		version=1.13
+		case $label in 2.6:*) version=2.6 ;; esac
+		[ "$mode" = torch26 ] && [ $version = 1.13 ] && continue
+		[ "$mode" != torch26 ] && [ $version = 2.6 ] && continue
+		i=$((i + 1))
+		if [ $phase = add ]; then
+			# hf_torch.py (and ft_torch.py, whose matcher it imports) under
+			# this run's PyTorch (2.6: in the root; zerosim is this machine's
+			# binary), a case of the batch $tmp/hf
+			[ -e "$tmp/hf/$m.json" ] || ft_in hf "$tmp/$m.json" "$m.json"
+			ft_add hf --model "$m.json" --zero-grad "$zg" --freeze "$pat" --no-attribution "$@"
+			continue
+		fi
+		ref=$tmp/hf/$i.json
+		if [ "$(ft_got hf $i)" != 0 ]; then
+			echo "ft_freeze: FAIL: hf_torch.py ($version) --freeze '$pat' $*:" >&2
+			tail -n 20 "$tmp/hf/$i.err" "$tmp/hf.log" >&2 2>/dev/null
+			exit 99
+		fi
+		for cmd in theory measure; do
+			if ! "$zerosim" $cmd --model "$tmp/$m.json" --seq 32 --batch 2 --precision "$prec" --schemes dp --world "$world" \
+				--steps 3 --framework torch --wrapper $wrapper --torch-version $version --torch-device cpu --attn eager \
+				--optimizer-impl single --zero-grad "$zg" --freeze "$pat" --recompute "$rc" --out "$tmp/$cmd.json" \
+				2>"$tmp/err"; then
+				echo "ft_freeze: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
+				exit 99
+			fi
+		done
+		"$py" "$src/tests/ft_cmp.py" "$ref" "$tmp/theory.json" "$tmp/measure.json" "$label (--freeze '$pat')" || status=1
+	done <"$tmp/cases"
+done
+if [ "$mode" != torch26 ]; then
+	refused ft 1 "ft_torch.py --freeze blocks:1-0 --world 1"
+	refused hf 1 "hf_torch.py --freeze blocks:1-0"
+	refused ft 2 "ft_torch.py --freeze blocks:1-0 --world 2"
+	refused hf 2 "hf_torch.py --freeze blocks:1-0 --ddp 2"
+	refused ft 3 "ft_torch.py --freeze all" "--freeze all: no parameter matches"
+	refused hf 3 "hf_torch.py --freeze all" "--freeze all: no parameter matches"
+fi
 exit $status

@@ -13,7 +13,7 @@
 # 24 apart from hidden / heads; phi3's pad_token_id null (Phi3Config's
 # 32000 is no row of a small vocab).
 # ft_version and ft_case (below): the case loop ft_lora.sh and ft_zero1.sh
-# share.
+# share; their references run in batches (tests/batch_lib.sh).
 # ft_losses (below): the losses check ft_lora.sh, ft_zero1.sh, ft_fsdp.sh
 # and ft_fsdp_lora.sh share; ft_ref (below): ft_fsdp.sh's and
 # ft_fsdp_lora.sh's reference run.
@@ -38,6 +38,8 @@ if [ "$mode" = torch26 ]; then
 	in=/tmp/zs-${name}26.$$
 	trap 'rm -rf "$tmp" "${root:?}$in"' EXIT HUP INT TERM
 fi
+# ft_add, ft_in, ft_rel, ft_run, ft_got: the batch (tests/batch_lib.sh)
+. "$src/tests/batch_lib.sh"
 
 ft_configs() {
 	cat >"$tmp/${3:-}gpt2.json" <<JSON
@@ -89,31 +91,31 @@ PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1 python3 $in/ft_torch.py $args" 
 
 # ft_case VERSION MODEL ZERO_GRAD K RARGS ZARGS [MARGS]: one case of the
 # loops of ft_lora.sh and ft_zero1.sh (label in $label), both sides at
-# seq 32, batch 2, 3 steps: tests/ft_torch.py --model $tmp/MODEL.json
+# seq 32, batch 2, 3 steps: tests/ft_torch.py --model MODEL.json
 # --zero-grad ZERO_GRAD --grad-accum K RARGS under PyTorch VERSION (2.6:
 # in the root), its JSON at $ref; then zerosim theory and measure of the
 # same (--framework torch, CPU, eager attention, single-tensor Adam, ZARGS;
 # measure also MARGS) into $tmp/theory.json and $tmp/measure.json. Either
 # failing: the message, exit 99. Needs $py (tests/torch_python.sh).
+# In a loop run twice (phase=add, then phase=check), the reference is
+# a case of the batch $tmp/ft (ft_add) and the check reads its JSON; with
+# phase unset, a batch of its own, run at once.
 ft_case() {
 	v=$1 m=$2 zg=$3 K=$4 rargs=$5 zargs=$6 margs=${7:-}
-	if [ "$v" = 2.6 ]; then
-		ref=$root$in/ref.json
-		mkdir -p "$root$in" && cp "$src/tests/hf_torch.py" "$src/tests/ft_torch.py" "$tmp/$m.json" "$root$in/" ||
-			exit 99
-		timeout 600 unshare -m sh -c "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 \
-PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1 python3 $in/ft_torch.py --model $in/$m.json --seq 32 --batch 2 \
---steps 3 --zero-grad $zg --grad-accum $K $rargs --out $in/ref.json" >"$tmp/err" 2>&1
-	else
-		ref=$tmp/ref.json
-		# shellcheck disable=SC2086
-		OPENBLAS_NUM_THREADS=1 timeout 600 "$py" "$src/tests/ft_torch.py" --model "$tmp/$m.json" --seq 32 --batch 2 \
-			--steps 3 --zero-grad "$zg" --grad-accum "$K" $rargs --out "$ref" >"$tmp/err" 2>&1
+	i=$((i + 1))
+	if [ "${phase:-}" != check ]; then
+		[ -n "${phase:-}" ] || { rm -rf "$tmp/ft"; i=1; }
+		set -f
+		# shellcheck disable=SC2046
+		ft_add ft $(ft_rel ft "--model $tmp/$m.json --seq 32 --batch 2 --steps 3 --zero-grad $zg --grad-accum $K $rargs")
+		set +f
+		[ -n "${phase:-}" ] && return 0
+		ft_run ft ft_torch.py
 	fi
-	# shellcheck disable=SC2181
-	if [ $? -ne 0 ]; then
+	ref=$tmp/ft/$i.json
+	if [ "$(ft_got ft $i)" != 0 ]; then
 		echo "$name: FAIL: ft_torch.py ($v) $rargs:" >&2
-		tail -20 "$tmp/err" >&2
+		tail -n 20 "$tmp/ft/$i.err" "$tmp/ft.log" >&2 2>/dev/null
 		exit 99
 	fi
 	for cmd in theory measure; do
@@ -140,21 +142,33 @@ PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1 python3 $in/ft_torch.py --model
 # (plain and ZeroRedundancyOptimizer) ending with equal trained
 # parameters, and under LoRA the case's adapter values PyTorch's
 # trainable ones (FSDP's are its shards: not compared). A difference:
-# status 1; either run failing: the message, exit 99. Needs $py.
+# status 1; either run failing: the message, exit 99. Needs $py. The
+# reference a case of the batch $tmp/ft, as ft_case's (phase add, check;
+# unset: a batch of its own, at once).
 ft_losses() {
-	mkdir -p "$1" || exit 99
-	# shellcheck disable=SC2086
-	if ! "$zerosim" measure -q $3 --write-case "$1/case.json" --out "$1/seed.json" 2>"$tmp/err"; then
-		echo "$name: FAIL: zerosim measure --write-case, $2: $(cat "$tmp/err")" >&2
-		exit 99
+	i=$((i + 1))
+	if [ "${phase:-}" != check ]; then
+		[ -n "${phase:-}" ] || { rm -rf "$tmp/ft"; i=1; }
+		mkdir -p "$1" || exit 99
+		# shellcheck disable=SC2086
+		if ! "$zerosim" measure -q $3 --write-case "$1/case.json" --out "$1/seed.json" 2>"$tmp/err"; then
+			echo "$name: FAIL: zerosim measure --write-case, $2: $(cat "$tmp/err")" >&2
+			exit 99
+		fi
+		ft_casedir ft "$1"
+		set -f
+		# shellcheck disable=SC2046
+		ft_add ft $(ft_rel ft "$4") --case "${1##*/}/case.json"
+		set +f
+		[ -n "${phase:-}" ] && return 0
+		ft_run ft ft_torch.py
 	fi
-	# shellcheck disable=SC2086
-	if ! OPENBLAS_NUM_THREADS=1 timeout 300 "$py" "$src/tests/ft_torch.py" $4 --case "$1/case.json" \
-		--out "$1/torch.json" >"$tmp/err" 2>&1; then
+	if [ "$(ft_got ft $i)" != 0 ]; then
 		echo "$name: FAIL: tests/ft_torch.py --case, $2:" >&2
-		tail -20 "$tmp/err" >&2
+		tail -n 20 "$tmp/ft/$i.err" "$tmp/ft.log" >&2 2>/dev/null
 		exit 99
 	fi
+	cp "$tmp/ft/$i.json" "$1/torch.json" || exit 99
 	"$py" - "$1" "$2" <<'PY' || status=1
 import json, os, sys
 d, label = sys.argv[1], sys.argv[2]

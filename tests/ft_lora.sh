@@ -89,18 +89,81 @@ refuse() { # WHAT TEXT MODEL ARGS...: zerosim theory must refuse with one line n
 
 . "$src/tests/torch_python.sh"
 export PYTHONDONTWRITEBYTECODE=1
+# (ft_torch.py's refusal of a target that matches nothing: the first case
+# of the batch below, checked after it ran)
 if [ "$mode" != torch26 ]; then
-	timeout 300 "$py" "$src/tests/ft_torch.py" --model "$tmp/llama.json" --lora-r 4 --lora-targets c_attn \
-		>"$tmp/out" 2>"$tmp/err"
-	rc=$?
-	if [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || ! grep -q "no module matches" "$tmp/err"; then
-		echo "FAIL: ft_torch.py --lora-targets c_attn on llama: exit $rc, stderr: $(tail -3 "$tmp/err")"
-		status=1
-	else
-		echo "ok: ft_torch.py --lora-targets c_attn on llama: $(cat "$tmp/err")"
-	fi
+	ft_in ft "$tmp/llama.json" llama.json
+	ft_add ft --model llama.json --lora-r 4 --lora-targets c_attn
 fi
 
+# The losses: zerosim's run written as a case (measure --write-case: the
+# weights, every micro-step's tokens and, under LoRA, the adapters as the
+# run started them, the case's "lora") and trained by tests/ft_torch.py
+# --case: each step's loss (the mean over the micro-steps and, under DDP,
+# over the ranks, as measure reports it) within 1e-5 relative; steps 2 and
+# 3 move only through the adapters (the base is frozen). Under DDP
+# PyTorch's ranks end with the same adapters, as zerosim's do (its own
+# check). zerosim does not read such a case back: one line, exit 2.
+# (ft_lora_losses: run by the case loop below in each of its phases: the
+# references cases of its batch.)
+ft_lora_losses() {
+	[ "$mode" = torch26 ] && return 0
+	for c in "llama 2 1 none" "llama 2 2 zeros" "gpt2 2 1 zeros --recompute full"; do
+		# shellcheck disable=SC2086
+		set -- $c
+		m=$1 K=$2 world=$3 zg=$4 d=$tmp/loss-$3$m
+		shift 4
+		z="--wrapper none" r=
+		[ "$world" -gt 1 ] && z="--wrapper ddp --ddp-no-sync on" r="--world $world --no-sync 1"
+		ft_losses "$d" "LoRA $m r 4 (default targets), K = $K, N = $world, $zg${1:+ $*}" \
+			"--model $tmp/$m.json --seq 32 --batch 2 --precision fp32 --schemes dp --world $world --steps 3 \
+--framework torch $z --torch-version 1.13 --torch-device cpu --attn eager --optimizer-impl single --zero-grad $zg \
+--grad-accum $K --lora-r 4 $*" \
+			"--model $tmp/$m.json --seq 32 --batch 2 --steps 3 --grad-accum $K --zero-grad $zg $r --lora-r 4 $*"
+	done
+	d=$tmp/loss-do
+	if [ $phase = add ]; then
+		# (below: the case for the dropout check, its reference a case of the batch)
+		mkdir -p "$d" || exit 99
+		# shellcheck disable=SC2086
+		if ! "$zerosim" measure -q --model "$tmp/llama.json" --seq 32 --batch 2 --precision fp32 --schemes dp \
+			--steps 2 $plain --zero-grad none --lora-r 4 --lora-dropout 0.1 --write-case "$d/case.json" \
+			--out "$d/seed.json" 2>"$tmp/err"; then
+			echo "ft_lora: FAIL: zerosim measure --write-case --lora-dropout 0.1: $(cat "$tmp/err")" >&2
+			exit 99
+		fi
+		ft_casedir ft "$d"
+		set -f
+		# shellcheck disable=SC2046
+		ft_add ft $(ft_rel ft "--model $tmp/llama.json --seq 32 --batch 2 --steps 2 --zero-grad none --lora-r 4") \
+			--case loss-do/case.json
+		set +f
+		dn=$n
+		return 0
+	fi
+	"$zerosim" measure -q --case "$tmp/loss-2llama/case.json" --schemes dp --framework torch --wrapper ddp \
+		--torch-version 1.13 --torch-device cpu --attn eager --out "$tmp/refused.json" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	if [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/refused.json" ] || ! grep -q '"lora"' "$tmp/err"
+	then
+		echo "FAIL: measure --case of a LoRA case: exit $rc, stderr: $(cat "$tmp/err")"
+		status=1
+	else
+		echo "ok: measure --case of a LoRA case: $(cat "$tmp/err")"
+	fi
+	# --lora-dropout reaches the case (its "lora" gives the dropout), and
+	# ft_torch.py --case trains it at that dropout only: a case written at
+	# 0.1 was trained at 0 (the option's default) before. (About 5 s.)
+	rc=$(ft_got ft "$dn")
+	cp "$tmp/ft/$dn.err" "$tmp/err" || exit 99
+	got=$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["lora"].get("dropout"))' "$d/case.json")
+	if [ "$got" != 0.1 ] || [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || ! grep -q 'dropout 0.1' "$tmp/err"; then
+		echo "FAIL: --write-case --lora-dropout 0.1: the case's lora.dropout $got; ft_torch.py --case at 0: exit $rc, stderr: $(tail -3 "$tmp/err")"
+		status=1
+	else
+		echo "ok: --write-case --lora-dropout 0.1: the case's lora.dropout $got; ft_torch.py --case at 0: $(cat "$tmp/err")"
+	fi
+}
 # One loop over every case: the plain loop's (--wrapper none, world 1,
 # no_sync "-": theory and measure against tests/ft_torch.py to the byte),
 # then LoRA under DDP N = 2 (--wrapper ddp; issue #23's case: llama tiny, LoRA
@@ -125,42 +188,10 @@ fi
 # named_parameters() order (each layer's lora_A and lora_B after its
 # base_layer's weight).
 # label;model;zero_grad;K;world;no_sync;args
-while IFS=';' read -r label m zg K world ns args; do
-	[ -n "$label" ] || continue
-	version=$(ft_version "$label") || continue
-	rargs=$args zargs="--wrapper none" cmp=--lora prec=fp32
-	# "autocast" in the label: bf16 autocast on both sides
-	case $label in *autocast*) prec=amp-bf16 ;; esac
-	if [ "$world" -gt 1 ]; then
-		rargs="--world $world --no-sync $([ "$ns" = on ] && echo 1 || echo 0) $(echo "$args" | sed 's/--bucket-cap /--bucket-cap-mb /')"
-		zargs="--wrapper ddp" cmp="--lora --buckets"
-		[ "$K" -gt 1 ] && zargs="$zargs --ddp-no-sync $ns"
-	fi
-	[ $prec = amp-bf16 ] && rargs="$rargs --amp bf16"
-	tl=
-	[ "$world" -gt 1 ] && tl=--timeline
-	# shellcheck disable=SC2086
-	ft_case $version "$m" "$zg" "$K" "$rargs" "--precision $prec --schemes dp --world $world $zargs $args" $tl
-	# shellcheck disable=SC2086
-	"$py" "$src/tests/ft_cmp.py" "$ref" "$tmp/theory.json" "$tmp/measure.json" "$label ($args)" $cmp || status=1
-	# and the phases to the measured --timeline (tests/json_agree: where
-	# the set-up's own peak binds, before the last step the timeline
-	# records, no event of it reaches the peak)
-	if [ "$world" -gt 1 ] && ! "$top/tests/json_agree" "$tmp/measure.json" "$tmp/theory.json" >"$tmp/agree" 2>&1; then
-		echo "FAIL: $label: json_agree: $(cat "$tmp/agree")"
-		status=1
-	fi
-	if [ "$world" -gt 1 ] && [ $version = 1.13 ]; then
-		# PyTorch's all-reduces per micro-step: DDP's one bucket once a
-		# synchronized backward, none inside no_sync()
-		want=$("$py" -c "K, ns = $K, '$ns'; print([0 if ns == 'on' and k < K - 1 else 1 for k in range(K)])")
-		got=$("$py" -c "import json, sys; print(json.load(open(sys.argv[1]))['allreduce_per_micro'])" "$ref")
-		if [ "$got" != "$want" ]; then
-			echo "FAIL: $label: PyTorch's all-reduces per micro-step $got, not $want"
-			status=1
-		fi
-	fi
-done <<'CASES'
+# (twice: phase add collects every case's reference, and the losses' below,
+# into one batch, tests/ft_lib.sh's ft_add; phase check runs it once and
+# compares)
+cat >"$tmp/cases" <<'CASES'
 gpt2, default target (c_attn), zeros;gpt2;zeros;1;1;-;--lora-r 4
 gpt2, default target (c_attn), set_to_none;gpt2;none;1;1;-;--lora-r 4
 gpt2, all-linear;gpt2;none;1;1;-;--lora-r 4 --lora-targets all-linear
@@ -216,60 +247,58 @@ autocast: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;
 2.6: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, set_to_none, six buckets;llama;none;2;2;on;--lora-r 4 --bucket-cap 0.0009
 2.6: DDP N = 2, gpt2 c_attn, K = 2, without no_sync, zeros;gpt2;zeros;2;2;off;--lora-r 4
 CASES
-
-# The losses: zerosim's run written as a case (measure --write-case: the
-# weights, every micro-step's tokens and, under LoRA, the adapters as the
-# run started them, the case's "lora") and trained by tests/ft_torch.py
-# --case: each step's loss (the mean over the micro-steps and, under DDP,
-# over the ranks, as measure reports it) within 1e-5 relative; steps 2 and
-# 3 move only through the adapters (the base is frozen). Under DDP
-# PyTorch's ranks end with the same adapters, as zerosim's do (its own
-# check). zerosim does not read such a case back: one line, exit 2.
-if [ "$mode" != torch26 ]; then
-	for c in "llama 2 1 none" "llama 2 2 zeros" "gpt2 2 1 zeros --recompute full"; do
+i0=0
+[ "$mode" != torch26 ] && i0=1
+for phase in add check; do
+	i=$i0
+	[ $phase = check ] && ft_run ft ft_torch.py
+	while IFS=';' read -r label m zg K world ns args; do
+		[ -n "$label" ] || continue
+		version=$(ft_version "$label") || continue
+		rargs=$args zargs="--wrapper none" cmp=--lora prec=fp32
+		# "autocast" in the label: bf16 autocast on both sides
+		case $label in *autocast*) prec=amp-bf16 ;; esac
+		if [ "$world" -gt 1 ]; then
+			rargs="--world $world --no-sync $([ "$ns" = on ] && echo 1 || echo 0) $(echo "$args" | sed 's/--bucket-cap /--bucket-cap-mb /')"
+			zargs="--wrapper ddp" cmp="--lora --buckets"
+			[ "$K" -gt 1 ] && zargs="$zargs --ddp-no-sync $ns"
+		fi
+		[ $prec = amp-bf16 ] && rargs="$rargs --amp bf16"
+		tl=
+		[ "$world" -gt 1 ] && tl=--timeline
 		# shellcheck disable=SC2086
-		set -- $c
-		m=$1 K=$2 world=$3 zg=$4 d=$tmp/loss-$3$m
-		shift 4
-		z="--wrapper none" r=
-		[ "$world" -gt 1 ] && z="--wrapper ddp --ddp-no-sync on" r="--world $world --no-sync 1"
-		ft_losses "$d" "LoRA $m r 4 (default targets), K = $K, N = $world, $zg${1:+ $*}" \
-			"--model $tmp/$m.json --seq 32 --batch 2 --precision fp32 --schemes dp --world $world --steps 3 \
---framework torch $z --torch-version 1.13 --torch-device cpu --attn eager --optimizer-impl single --zero-grad $zg \
---grad-accum $K --lora-r 4 $*" \
-			"--model $tmp/$m.json --seq 32 --batch 2 --steps 3 --grad-accum $K --zero-grad $zg $r --lora-r 4 $*"
-	done
-	"$zerosim" measure -q --case "$tmp/loss-2llama/case.json" --schemes dp --framework torch --wrapper ddp \
-		--torch-version 1.13 --torch-device cpu --attn eager --out "$tmp/refused.json" >"$tmp/out" 2>"$tmp/err"
-	rc=$?
-	if [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/refused.json" ] || ! grep -q '"lora"' "$tmp/err"
-	then
-		echo "FAIL: measure --case of a LoRA case: exit $rc, stderr: $(cat "$tmp/err")"
+		ft_case $version "$m" "$zg" "$K" "$rargs" "--precision $prec --schemes dp --world $world $zargs $args" $tl
+		[ $phase = add ] && continue
+		# shellcheck disable=SC2086
+		"$py" "$src/tests/ft_cmp.py" "$ref" "$tmp/theory.json" "$tmp/measure.json" "$label ($args)" $cmp || status=1
+		# and the phases to the measured --timeline (tests/json_agree: where
+		# the set-up's own peak binds, before the last step the timeline
+		# records, no event of it reaches the peak)
+		if [ "$world" -gt 1 ] && ! "$top/tests/json_agree" "$tmp/measure.json" "$tmp/theory.json" >"$tmp/agree" 2>&1; then
+			echo "FAIL: $label: json_agree: $(cat "$tmp/agree")"
+			status=1
+		fi
+		if [ "$world" -gt 1 ] && [ $version = 1.13 ]; then
+			# PyTorch's all-reduces per micro-step: DDP's one bucket once a
+			# synchronized backward, none inside no_sync()
+			want=$("$py" -c "K, ns = $K, '$ns'; print([0 if ns == 'on' and k < K - 1 else 1 for k in range(K)])")
+			got=$("$py" -c "import json, sys; print(json.load(open(sys.argv[1]))['allreduce_per_micro'])" "$ref")
+			if [ "$got" != "$want" ]; then
+				echo "FAIL: $label: PyTorch's all-reduces per micro-step $got, not $want"
+				status=1
+			fi
+		fi
+	done <"$tmp/cases"
+	ft_lora_losses
+done
+if [ "$mode" != torch26 ]; then
+	rc=$(ft_got ft 1)
+	if [ "$rc" -ne 2 ] || [ "$(wc -l <"$tmp/ft/1.err")" -ne 1 ] || ! grep -q "no module matches" "$tmp/ft/1.err"; then
+		echo "FAIL: ft_torch.py --lora-targets c_attn on llama: exit $rc, stderr: $(tail -3 "$tmp/ft/1.err")"
 		status=1
 	else
-		echo "ok: measure --case of a LoRA case: $(cat "$tmp/err")"
-	fi
-	# --lora-dropout reaches the case (its "lora" gives the dropout), and
-	# ft_torch.py --case trains it at that dropout only: a case written at
-	# 0.1 was trained at 0 (the option's default) before. (About 5 s.)
-	d=$tmp/loss-do
-	mkdir -p "$d" || exit 99
-	# shellcheck disable=SC2086
-	if ! "$zerosim" measure -q --model "$tmp/llama.json" --seq 32 --batch 2 --precision fp32 --schemes dp \
-		--steps 2 $plain --zero-grad none --lora-r 4 --lora-dropout 0.1 --write-case "$d/case.json" \
-		--out "$d/seed.json" 2>"$tmp/err"; then
-		echo "ft_lora: FAIL: zerosim measure --write-case --lora-dropout 0.1: $(cat "$tmp/err")" >&2
-		exit 99
-	fi
-	OPENBLAS_NUM_THREADS=1 timeout 300 "$py" "$src/tests/ft_torch.py" --model "$tmp/llama.json" --seq 32 --batch 2 \
-		--steps 2 --zero-grad none --lora-r 4 --case "$d/case.json" --out "$d/torch.json" >"$tmp/out" 2>"$tmp/err"
-	rc=$?
-	got=$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["lora"].get("dropout"))' "$d/case.json")
-	if [ "$got" != 0.1 ] || [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || ! grep -q 'dropout 0.1' "$tmp/err"; then
-		echo "FAIL: --write-case --lora-dropout 0.1: the case's lora.dropout $got; ft_torch.py --case at 0: exit $rc, stderr: $(tail -3 "$tmp/err")"
-		status=1
-	else
-		echo "ok: --write-case --lora-dropout 0.1: the case's lora.dropout $got; ft_torch.py --case at 0: $(cat "$tmp/err")"
+		echo "ok: ft_torch.py --lora-targets c_attn on llama: $(cat "$tmp/ft/1.err")"
 	fi
 fi
+
 exit $status

@@ -40,16 +40,10 @@ ft_configs 1024 176
 
 # label;model;zero_grad;K;world;no_sync;precision (fp32 or amp-bf16: ft_torch.py's --amp bf16);args
 # (zerosim's and ft_torch.py's alike)
-while IFS=';' read -r label m zg K world ns prec args; do
-	[ -n "$label" ] || continue
-	version=$(ft_version "$label") || continue
-	zargs=$args rargs=$args
-	[ "$K" -gt 1 ] && zargs="$zargs --ddp-no-sync $ns"
-	[ "$prec" = amp-bf16 ] && rargs="$rargs --amp bf16"
-	ft_case "$version" "$m" "$zg" "$K" "--world $world --zero1 --no-sync $([ "$ns" = on ] && echo 1 || echo 0) $rargs" \
-		"--precision $prec --schemes zero1 --world $world --wrapper ddp $zargs"
-	"$py" "$src/tests/zero1_cmp.py" "$ref" "$tmp/theory.json" "$tmp/measure.json" "$label" || status=1
-done <<'CASES'
+# (twice: phase add collects every case's reference and the losses' below
+# into one batch, tests/ft_lib.sh's ft_add; phase check runs it once and
+# compares)
+cat >"$tmp/cases" <<'CASES'
 gpt2, frozen embeddings, zeros;gpt2;zeros;1;2;-;fp32;--freeze embeddings
 llama, all-but-last:1, set_to_none;llama;none;1;2;-;fp32;--freeze all-but-last:1
 gpt2 LoRA c_attn r 4, set_to_none;gpt2;none;1;2;-;fp32;--lora-r 4
@@ -68,27 +62,42 @@ checkpointed: autocast: gpt2, frozen embeddings, set_to_none;gpt2;none;1;2;-;amp
 2.6: llama LoRA q_proj + v_proj r 4, K = 2, no_sync, set_to_none;llama;none;2;2;on;fp32;--lora-r 4
 2.6: gpt2, all-but-last:1, K = 2, without no_sync, zeros;gpt2;zeros;2;2;off;fp32;--freeze all-but-last:1
 CASES
+for phase in add check; do
+	i=0
+	[ $phase = check ] && ft_run ft ft_torch.py
+	while IFS=';' read -r label m zg K world ns prec args; do
+		[ -n "$label" ] || continue
+		version=$(ft_version "$label") || continue
+		zargs=$args rargs=$args
+		[ "$K" -gt 1 ] && zargs="$zargs --ddp-no-sync $ns"
+		[ "$prec" = amp-bf16 ] && rargs="$rargs --amp bf16"
+		ft_case "$version" "$m" "$zg" "$K" "--world $world --zero1 --no-sync $([ "$ns" = on ] && echo 1 || echo 0) $rargs" \
+			"--precision $prec --schemes zero1 --world $world --wrapper ddp $zargs"
+		[ $phase = add ] && continue
+		"$py" "$src/tests/zero1_cmp.py" "$ref" "$tmp/theory.json" "$tmp/measure.json" "$label" || status=1
+	done <"$tmp/cases"
 
-# The losses: zerosim's run written as a case (measure --write-case: the
-# weights, every micro-step's tokens and, under LoRA, the adapters as the
-# run started them) trained by tests/ft_torch.py --case --zero1: each
-# step's loss (the mean over the micro-steps and the ranks, as measure
-# reports it) within 1e-5 relative, and PyTorch's ranks ending with the
-# same trained parameters. (--write-case takes no --freeze yet.)
-if [ "$mode" != torch26 ]; then
-	for c in "llama zeros on --lora-r 4" "gpt2 none off" "llama none on --lora-r 4 --recompute full"; do
-		# shellcheck disable=SC2086
-		set -- $c
-		m=$1 zg=$2 ns=$3
-		shift 3
-		what=$m
-		[ $# -gt 0 ] && what="$m $*"
-		ft_losses "$tmp/loss-$m$#" "zero1 N = 2, $what, K = 2, no_sync $ns, $zg" \
-			"--model $tmp/$m.json --seq 32 --batch 2 --precision fp32 --schemes zero1 --world 2 --steps 3 \
+	# The losses: zerosim's run written as a case (measure --write-case: the
+	# weights, every micro-step's tokens and, under LoRA, the adapters as the
+	# run started them) trained by tests/ft_torch.py --case --zero1: each
+	# step's loss (the mean over the micro-steps and the ranks, as measure
+	# reports it) within 1e-5 relative, and PyTorch's ranks ending with the
+	# same trained parameters. (--write-case takes no --freeze yet.)
+	if [ "$mode" != torch26 ]; then
+		for c in "llama zeros on --lora-r 4" "gpt2 none off" "llama none on --lora-r 4 --recompute full"; do
+			# shellcheck disable=SC2086
+			set -- $c
+			m=$1 zg=$2 ns=$3
+			shift 3
+			what=$m
+			[ $# -gt 0 ] && what="$m $*"
+			ft_losses "$tmp/loss-$m$#" "zero1 N = 2, $what, K = 2, no_sync $ns, $zg" \
+				"--model $tmp/$m.json --seq 32 --batch 2 --precision fp32 --schemes zero1 --world 2 --steps 3 \
 --framework torch --wrapper ddp --ddp-no-sync $ns --torch-version 1.13 --torch-device cpu --attn eager \
 --optimizer-impl single --zero-grad $zg --grad-accum 2 $*" \
-			"--model $tmp/$m.json --seq 32 --batch 2 --steps 3 --grad-accum 2 --zero-grad $zg --world 2 --zero1 \
+				"--model $tmp/$m.json --seq 32 --batch 2 --steps 3 --grad-accum 2 --zero-grad $zg --world 2 --zero1 \
 --no-sync $([ "$ns" = on ] && echo 1 || echo 0) $*"
-	done
-fi
+		done
+	fi
+done
 exit $status

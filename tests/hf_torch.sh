@@ -85,6 +85,8 @@ fi
 name=hf_torch
 . "$src/tests/torch_python.sh"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-hf.XXXXXX") || exit 99
+# ft_add, ft_rel, ft_run, ft_got: the references in batches
+. "$src/tests/batch_lib.sh"
 trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 export PYTHONDONTWRITEBYTECODE=1
 
@@ -378,128 +380,157 @@ if [ "${1:-}" = torch26 ]; then
 	mkdir -p "$root$in" && cp "$src/tests/hf_torch.py" "$src/tests/fsdp_torch.py" "$tmp"/tiny-*.json "$root$in/" || exit 99
 	trap 'rm -rf "$tmp" "${root:?}$in"' EXIT HUP INT TERM
 	status=0
-	for case in \
-		"gpt2|tiny-gpt2|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
-		"gpt2-zeros|tiny-gpt2|--zero-grad zeros|--wrapper none --optimizer-impl single --zero-grad zeros" \
-		"gpt2-foreach|tiny-gpt2|--zero-grad none --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad none" \
-		"gpt2-fused|tiny-gpt2|--zero-grad none --optimizer-impl fused|--wrapper none --optimizer-impl fused --zero-grad none" \
-		"gpt2-sdpa|tiny-gpt2|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
-		"gpt2-dropout|tiny-gpt2-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \
-		"gpt2-ckpt|tiny-gpt2|--zero-grad none --recompute full|--wrapper none --optimizer-impl single --zero-grad none --recompute full" \
-		"llama-ckpt-zeros|tiny-llama|--zero-grad zeros --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --recompute full" \
-		"ddp2-llama-ckpt|tiny-llama|--zero-grad none --ddp 2 --recompute full|--wrapper ddp --optimizer-impl single --zero-grad none --recompute full" \
-		"gpt2-sdpa-ckpt-zeros|tiny-gpt2|--zero-grad zeros --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --recompute full" \
-		"llama-mha-sdpa-ckpt|tiny-llama-mha|--zero-grad none --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --recompute full" \
-		"llama|tiny-llama|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
-		"llama-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
-		"llama-dropout|tiny-llama-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \
-		"llama-mha-sdpa|tiny-llama-mha|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
-		"llama-mha-sdpa-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa" \
-		"llama-gqa-sdpa|tiny-llama|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
-		"llama-gqa-sdpa-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --attn sdpa|--wrapper none --optimizer-impl foreach --zero-grad zeros --attn sdpa" \
-		"qwen2|tiny-qwen2|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
-		"qwen2-zeros|tiny-qwen2|--zero-grad zeros|--wrapper none --optimizer-impl single --zero-grad zeros" \
-		"qwen3|tiny-qwen3|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
-		"qwen3-zeros-foreach|tiny-qwen3|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
-		"phi3|tiny-phi3|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
-		"phi3-zeros|tiny-phi3|--zero-grad zeros|--wrapper none --optimizer-impl single --zero-grad zeros" \
-		"qwen2-sdpa|tiny-qwen2|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
-		"qwen3-sdpa-zeros|tiny-qwen3|--zero-grad zeros --attn sdpa|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa" \
-		"phi3-sdpa|tiny-phi3|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
-		"ddp2-gpt2|tiny-gpt2|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
-		"ddp2-gpt2-zeros|tiny-gpt2|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros" \
-		"ddp2-llama|tiny-llama|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
-		"ddp2-llama-zeros|tiny-llama|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros" \
-		"ddp2-gpt2-buckets|tiny-gpt2-wide|--zero-grad none --ddp 2 --bucket-cap-mb 0.25|--wrapper ddp --optimizer-impl single --zero-grad none --bucket-cap 0.25" \
-		"gpt2-amp-bf16|tiny-gpt2|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
-		"gpt2-amp-bf16-zeros-foreach|tiny-gpt2|--zero-grad zeros --optimizer-impl foreach --amp bf16|--wrapper none --optimizer-impl foreach --zero-grad zeros --precision amp-bf16" \
-		"ddp2-gpt2-amp-bf16|tiny-gpt2|--zero-grad none --ddp 2 --amp bf16|--wrapper ddp --optimizer-impl single --zero-grad none --precision amp-bf16" \
-		"llama-amp-bf16|tiny-llama|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
-		"qwen2-amp-bf16|tiny-qwen2|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
-		"qwen3-amp-bf16-zeros|tiny-qwen3|--zero-grad zeros --amp bf16|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
-		"phi3-amp-bf16|tiny-phi3|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
-		"phi3-dropout|tiny-phi3-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \
-		"phi3-mha-batch1|tiny-phi3-mha|--zero-grad zeros --batch 1|--wrapper none --optimizer-impl single --zero-grad zeros --batch 1" \
-		"llama-mqa-batch1|tiny-llama-mqa|--zero-grad zeros --batch 1|--wrapper none --optimizer-impl single --zero-grad zeros --batch 1" \
-		"gemma2|tiny-gemma2|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
-		"gemma2-zeros-foreach|tiny-gemma2|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
-		"gemma3_text|tiny-gemma3_text|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
-		"gemma3_text-zeros-foreach|tiny-gemma3_text|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
-		"ddp2-gemma3_text|tiny-gemma3_text|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
-		"gemma3_text-sdpa|tiny-gemma3_text-w48|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
-		"gemma3_text-sdpa-zeros-foreach|tiny-gemma3_text-w48|--zero-grad zeros --optimizer-impl foreach --attn sdpa|--wrapper none --optimizer-impl foreach --zero-grad zeros --attn sdpa" \
-		"gemma3_text-mha-sdpa|tiny-gemma3_text-mha-w48|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
-		"fsdp2-gpt2|tiny-gpt2|--zero-grad none --fsdp 2|--wrapper fsdp --optimizer-impl single --zero-grad none" \
-		"fsdp2-llama-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --fsdp 2|--wrapper fsdp --optimizer-impl foreach --zero-grad zeros" \
-		"fsdp3-gpt2-backward-pre|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre" \
-		"fsdp2-gemma2-zeros|tiny-gemma2|--zero-grad zeros --fsdp 2|--wrapper fsdp --optimizer-impl single --zero-grad zeros" \
-		"fsdp2-gpt2-ckpt|tiny-gpt2|--zero-grad none --fsdp 2 --recompute full|--wrapper fsdp --optimizer-impl single --zero-grad none --recompute full" \
-		"fsdp2-llama-ckpt-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --fsdp 2 --recompute full|--wrapper fsdp --optimizer-impl foreach --zero-grad zeros --recompute full" \
-		"fsdp3-gpt2-backward-pre-ckpt|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre --recompute full|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre --recompute full" \
-		"gpt2-dropout-ckpt|tiny-gpt2-drop|--zero-grad none --dropout config --recompute full|--wrapper none --optimizer-impl single --zero-grad none --recompute full" \
-		"llama-dropout-ckpt-zeros|tiny-llama-drop|--zero-grad zeros --dropout config --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --recompute full" \
-		"gpt2-amp-bf16-ckpt|tiny-gpt2|--zero-grad none --amp bf16 --recompute full|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16 --recompute full" \
-		"llama-amp-bf16-ckpt-zeros|tiny-llama|--zero-grad zeros --amp bf16 --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full" \
-		"fsdp2-zero2-llama-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --fsdp 2 --fsdp-strategy shard_grad_op|--wrapper fsdp --optimizer-impl foreach --zero-grad zeros" \
-		"fsdp3-zero2-gpt2-backward-pre|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre --fsdp-strategy shard_grad_op|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre" \
-		"gemma2-ckpt|tiny-gemma2|--zero-grad none --recompute full|--wrapper none --optimizer-impl single --zero-grad none --recompute full" \
-		"gemma3_text-ckpt-zeros-foreach|tiny-gemma3_text|--zero-grad zeros --optimizer-impl foreach --recompute full|--wrapper none --optimizer-impl foreach --zero-grad zeros --recompute full" \
-		"ddp2-gemma3_text-ckpt|tiny-gemma3_text|--zero-grad none --ddp 2 --recompute full|--wrapper ddp --optimizer-impl single --zero-grad none --recompute full" \
-		"gemma3_text-mha-sdpa-ckpt|tiny-gemma3_text-mha-w48|--zero-grad none --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --recompute full" \
-		"llama-sdpa-ckpt|tiny-llama|--zero-grad none --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --recompute full" \
-		"phi3-sdpa-ckpt-zeros|tiny-phi3|--zero-grad zeros --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --recompute full" \
-		"ddp2-llama-ckpt-steps2|tiny-llama|--zero-grad none --ddp 2 --recompute full --steps 2|--wrapper ddp --optimizer-impl single --zero-grad none --recompute full --steps 2"
-	do
-		label=${case%%|*} rest=${case#*|}
-		cfg=${rest%%|*} rest=${rest#*|}
-		targs=${rest%%|*} zargs=${rest#*|}
-		case $zargs in *--attn*) ;; *) zargs="$zargs --attn eager" ;; esac
-		world=1 tl= schemes=dp
-		case $label in ddp2-*) world=2 tl=--timeline ;; fsdp2-*) world=2 schemes=zero3 ;; fsdp3-*) world=3 schemes=zero3 ;; esac
-		case $label in fsdp*-zero2-*) schemes=zero2 ;; esac # SHARD_GRAD_OP
-		in26 "$root" "$in/hf_torch.py --model $in/$cfg.json $targs --no-attribution --out $in/out.json"
-		for cmd in theory measure; do
-			# (a --precision in zargs comes after fp32's and wins)
-			# shellcheck disable=SC2086
-			if ! "$zerosim" $cmd --model "$tmp/$cfg.json" --seq 32 --batch 2 --precision fp32 --schemes $schemes \
-				--world $world --steps 3 --framework torch --torch-version 2.6 --torch-device cpu $zargs \
-				$([ $cmd = measure ] && echo $tl) --out "$tmp/$cmd.json" 2>"$tmp/err"; then
-				echo "hf_torch: FAIL: zerosim $cmd, $label (2.6): $(cat "$tmp/err")" >&2
+	# (twice: phase add collects both loops' PyTorch runs into the batch
+	# $tmp/hf, phase check runs it once in the root and compares:
+	# tests/batch_lib.sh)
+	mode=torch26
+	for phase in add check; do
+		i=0
+		[ $phase = check ] && ft_run hf hf_torch.py
+		for case in \
+			"gpt2|tiny-gpt2|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
+			"gpt2-zeros|tiny-gpt2|--zero-grad zeros|--wrapper none --optimizer-impl single --zero-grad zeros" \
+			"gpt2-foreach|tiny-gpt2|--zero-grad none --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad none" \
+			"gpt2-fused|tiny-gpt2|--zero-grad none --optimizer-impl fused|--wrapper none --optimizer-impl fused --zero-grad none" \
+			"gpt2-sdpa|tiny-gpt2|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
+			"gpt2-dropout|tiny-gpt2-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \
+			"gpt2-ckpt|tiny-gpt2|--zero-grad none --recompute full|--wrapper none --optimizer-impl single --zero-grad none --recompute full" \
+			"llama-ckpt-zeros|tiny-llama|--zero-grad zeros --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --recompute full" \
+			"ddp2-llama-ckpt|tiny-llama|--zero-grad none --ddp 2 --recompute full|--wrapper ddp --optimizer-impl single --zero-grad none --recompute full" \
+			"gpt2-sdpa-ckpt-zeros|tiny-gpt2|--zero-grad zeros --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --recompute full" \
+			"llama-mha-sdpa-ckpt|tiny-llama-mha|--zero-grad none --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --recompute full" \
+			"llama|tiny-llama|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
+			"llama-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
+			"llama-dropout|tiny-llama-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \
+			"llama-mha-sdpa|tiny-llama-mha|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
+			"llama-mha-sdpa-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa" \
+			"llama-gqa-sdpa|tiny-llama|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
+			"llama-gqa-sdpa-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --attn sdpa|--wrapper none --optimizer-impl foreach --zero-grad zeros --attn sdpa" \
+			"qwen2|tiny-qwen2|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
+			"qwen2-zeros|tiny-qwen2|--zero-grad zeros|--wrapper none --optimizer-impl single --zero-grad zeros" \
+			"qwen3|tiny-qwen3|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
+			"qwen3-zeros-foreach|tiny-qwen3|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
+			"phi3|tiny-phi3|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
+			"phi3-zeros|tiny-phi3|--zero-grad zeros|--wrapper none --optimizer-impl single --zero-grad zeros" \
+			"qwen2-sdpa|tiny-qwen2|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
+			"qwen3-sdpa-zeros|tiny-qwen3|--zero-grad zeros --attn sdpa|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa" \
+			"phi3-sdpa|tiny-phi3|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
+			"ddp2-gpt2|tiny-gpt2|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
+			"ddp2-gpt2-zeros|tiny-gpt2|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros" \
+			"ddp2-llama|tiny-llama|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
+			"ddp2-llama-zeros|tiny-llama|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros" \
+			"ddp2-gpt2-buckets|tiny-gpt2-wide|--zero-grad none --ddp 2 --bucket-cap-mb 0.25|--wrapper ddp --optimizer-impl single --zero-grad none --bucket-cap 0.25" \
+			"gpt2-amp-bf16|tiny-gpt2|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
+			"gpt2-amp-bf16-zeros-foreach|tiny-gpt2|--zero-grad zeros --optimizer-impl foreach --amp bf16|--wrapper none --optimizer-impl foreach --zero-grad zeros --precision amp-bf16" \
+			"ddp2-gpt2-amp-bf16|tiny-gpt2|--zero-grad none --ddp 2 --amp bf16|--wrapper ddp --optimizer-impl single --zero-grad none --precision amp-bf16" \
+			"llama-amp-bf16|tiny-llama|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
+			"qwen2-amp-bf16|tiny-qwen2|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
+			"qwen3-amp-bf16-zeros|tiny-qwen3|--zero-grad zeros --amp bf16|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
+			"phi3-amp-bf16|tiny-phi3|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
+			"phi3-dropout|tiny-phi3-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \
+			"phi3-mha-batch1|tiny-phi3-mha|--zero-grad zeros --batch 1|--wrapper none --optimizer-impl single --zero-grad zeros --batch 1" \
+			"llama-mqa-batch1|tiny-llama-mqa|--zero-grad zeros --batch 1|--wrapper none --optimizer-impl single --zero-grad zeros --batch 1" \
+			"gemma2|tiny-gemma2|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
+			"gemma2-zeros-foreach|tiny-gemma2|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
+			"gemma3_text|tiny-gemma3_text|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
+			"gemma3_text-zeros-foreach|tiny-gemma3_text|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
+			"ddp2-gemma3_text|tiny-gemma3_text|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
+			"gemma3_text-sdpa|tiny-gemma3_text-w48|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
+			"gemma3_text-sdpa-zeros-foreach|tiny-gemma3_text-w48|--zero-grad zeros --optimizer-impl foreach --attn sdpa|--wrapper none --optimizer-impl foreach --zero-grad zeros --attn sdpa" \
+			"gemma3_text-mha-sdpa|tiny-gemma3_text-mha-w48|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
+			"fsdp2-gpt2|tiny-gpt2|--zero-grad none --fsdp 2|--wrapper fsdp --optimizer-impl single --zero-grad none" \
+			"fsdp2-llama-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --fsdp 2|--wrapper fsdp --optimizer-impl foreach --zero-grad zeros" \
+			"fsdp3-gpt2-backward-pre|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre" \
+			"fsdp2-gemma2-zeros|tiny-gemma2|--zero-grad zeros --fsdp 2|--wrapper fsdp --optimizer-impl single --zero-grad zeros" \
+			"fsdp2-gpt2-ckpt|tiny-gpt2|--zero-grad none --fsdp 2 --recompute full|--wrapper fsdp --optimizer-impl single --zero-grad none --recompute full" \
+			"fsdp2-llama-ckpt-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --fsdp 2 --recompute full|--wrapper fsdp --optimizer-impl foreach --zero-grad zeros --recompute full" \
+			"fsdp3-gpt2-backward-pre-ckpt|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre --recompute full|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre --recompute full" \
+			"gpt2-dropout-ckpt|tiny-gpt2-drop|--zero-grad none --dropout config --recompute full|--wrapper none --optimizer-impl single --zero-grad none --recompute full" \
+			"llama-dropout-ckpt-zeros|tiny-llama-drop|--zero-grad zeros --dropout config --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --recompute full" \
+			"gpt2-amp-bf16-ckpt|tiny-gpt2|--zero-grad none --amp bf16 --recompute full|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16 --recompute full" \
+			"llama-amp-bf16-ckpt-zeros|tiny-llama|--zero-grad zeros --amp bf16 --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full" \
+			"fsdp2-zero2-llama-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --fsdp 2 --fsdp-strategy shard_grad_op|--wrapper fsdp --optimizer-impl foreach --zero-grad zeros" \
+			"fsdp3-zero2-gpt2-backward-pre|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre --fsdp-strategy shard_grad_op|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre" \
+			"gemma2-ckpt|tiny-gemma2|--zero-grad none --recompute full|--wrapper none --optimizer-impl single --zero-grad none --recompute full" \
+			"gemma3_text-ckpt-zeros-foreach|tiny-gemma3_text|--zero-grad zeros --optimizer-impl foreach --recompute full|--wrapper none --optimizer-impl foreach --zero-grad zeros --recompute full" \
+			"ddp2-gemma3_text-ckpt|tiny-gemma3_text|--zero-grad none --ddp 2 --recompute full|--wrapper ddp --optimizer-impl single --zero-grad none --recompute full" \
+			"gemma3_text-mha-sdpa-ckpt|tiny-gemma3_text-mha-w48|--zero-grad none --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --recompute full" \
+			"llama-sdpa-ckpt|tiny-llama|--zero-grad none --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --recompute full" \
+			"phi3-sdpa-ckpt-zeros|tiny-phi3|--zero-grad zeros --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --recompute full" \
+			"ddp2-llama-ckpt-steps2|tiny-llama|--zero-grad none --ddp 2 --recompute full --steps 2|--wrapper ddp --optimizer-impl single --zero-grad none --recompute full --steps 2"
+		do
+			label=${case%%|*} rest=${case#*|}
+			cfg=${rest%%|*} rest=${rest#*|}
+			targs=${rest%%|*} zargs=${rest#*|}
+			case $zargs in *--attn*) ;; *) zargs="$zargs --attn eager" ;; esac
+			world=1 tl= schemes=dp
+			case $label in ddp2-*) world=2 tl=--timeline ;; fsdp2-*) world=2 schemes=zero3 ;; fsdp3-*) world=3 schemes=zero3 ;; esac
+			case $label in fsdp*-zero2-*) schemes=zero2 ;; esac # SHARD_GRAD_OP
+			i=$((i + 1))
+			if [ $phase = add ]; then
+				[ -e "$tmp/hf/$cfg.json" ] || ft_in hf "$tmp/$cfg.json" "$cfg.json"
+				# shellcheck disable=SC2086
+				ft_add hf --model "$cfg.json" $targs --no-attribution
+				continue
+			fi
+			if [ "$(ft_got hf $i)" != 0 ]; then
+				echo "hf_torch: FAIL: hf_torch.py (2.6) --model $cfg.json $targs:" >&2
+				tail -n 20 "$tmp/hf/$i.err" "$tmp/hf.log" >&2 2>/dev/null
 				exit 99
 			fi
+			for cmd in theory measure; do
+				# (a --precision in zargs comes after fp32's and wins)
+				# shellcheck disable=SC2086
+				if ! "$zerosim" $cmd --model "$tmp/$cfg.json" --seq 32 --batch 2 --precision fp32 --schemes $schemes \
+					--world $world --steps 3 --framework torch --torch-version 2.6 --torch-device cpu $zargs \
+					$([ $cmd = measure ] && echo $tl) --out "$tmp/$cmd.json" 2>"$tmp/err"; then
+					echo "hf_torch: FAIL: zerosim $cmd, $label (2.6): $(cat "$tmp/err")" >&2
+					exit 99
+				fi
+			done
+			# FSDP N = 2's final weights equal DDP's to the bit (as 1.13's, below)
+			case $label in
+			fsdp2-*)
+				# shellcheck disable=SC2086
+				if ! "$zerosim" measure --model "$tmp/$cfg.json" --seq 32 --batch 2 --precision fp32 --schemes dp \
+					--world 2 --steps 3 --framework torch --torch-version 2.6 --torch-device cpu \
+					$(echo "$zargs" | sed 's/--wrapper fsdp/--wrapper ddp/') --out "$tmp/d.json" 2>"$tmp/err"; then
+					echo "hf_torch: FAIL: $label (2.6): zerosim measure (DDP): $(cat "$tmp/err")" >&2
+					exit 99
+				fi
+				"$py" "$tmp/weights.py" "$tmp/measure.json" "$tmp/d.json" "$label (2.6)" || status=1
+				;;
+			esac
+			# shellcheck disable=SC2046
+			# (the plain loop's first step's peak too: ft_cmp.py --first)
+			"$py" "$src/tests/ft_cmp.py" "$tmp/hf/$i.json" "$tmp/theory.json" "$tmp/measure.json" "$label (2.6)" \
+				$(case $label in (ddp2-*) echo --buckets ;; (fsdp*) ;; (*) echo --first ;; esac) || status=1
 		done
-		# FSDP N = 2's final weights equal DDP's to the bit (as 1.13's, below)
-		case $label in
-		fsdp2-*)
-			# shellcheck disable=SC2086
-			if ! "$zerosim" measure --model "$tmp/$cfg.json" --seq 32 --batch 2 --precision fp32 --schemes dp \
-				--world 2 --steps 3 --framework torch --torch-version 2.6 --torch-device cpu \
-				$(echo "$zargs" | sed 's/--wrapper fsdp/--wrapper ddp/') --out "$tmp/d.json" 2>"$tmp/err"; then
-				echo "hf_torch: FAIL: $label (2.6): zerosim measure (DDP): $(cat "$tmp/err")" >&2
+		# torch's zero1 (ZeroRedundancyOptimizer over DDP) as above, 2.6's
+		for case in \
+			"zero1-2-gpt2|tiny-gpt2|2|--zero-grad none|--optimizer-impl single --zero-grad none" \
+			"zero1-2-llama-zeros-foreach|tiny-llama|2|--zero-grad zeros --optimizer-impl foreach|--optimizer-impl foreach --zero-grad zeros" \
+			"zero1-3-gpt2-fused-optimizer-peak|tiny-gpt2|3|--zero-grad none --optimizer-impl fused --seq 4 --batch 1|--optimizer-impl fused --zero-grad none --seq 4 --batch 1"
+		do
+			label=${case%%|*} rest=${case#*|}
+			cfg=${rest%%|*} rest=${rest#*|}
+			N=${rest%%|*} rest=${rest#*|}
+			targs=${rest%%|*} zargs=${rest#*|}
+			i=$((i + 1))
+			if [ $phase = add ]; then
+				[ -e "$tmp/hf/$cfg.json" ] || ft_in hf "$tmp/$cfg.json" "$cfg.json"
+				# shellcheck disable=SC2086
+				ft_add hf --model "$cfg.json" $targs --ddp "$N" --zero1 --no-attribution
+				continue
+			fi
+			if [ "$(ft_got hf $i)" != 0 ]; then
+				echo "hf_torch: FAIL: hf_torch.py (2.6) --model $cfg.json $targs --ddp $N --zero1:" >&2
+				tail -n 20 "$tmp/hf/$i.err" "$tmp/hf.log" >&2 2>/dev/null
 				exit 99
 			fi
-			"$py" "$tmp/weights.py" "$tmp/measure.json" "$tmp/d.json" "$label (2.6)" || status=1
-			;;
-		esac
-		# shellcheck disable=SC2046
-		# (the plain loop's first step's peak too: ft_cmp.py --first)
-		"$py" "$src/tests/ft_cmp.py" "$root$in/out.json" "$tmp/theory.json" "$tmp/measure.json" "$label (2.6)" \
-			$(case $label in (ddp2-*) echo --buckets ;; (fsdp*) ;; (*) echo --first ;; esac) || status=1
-	done
-	# torch's zero1 (ZeroRedundancyOptimizer over DDP) as above, 2.6's
-	for case in \
-		"zero1-2-gpt2|tiny-gpt2|2|--zero-grad none|--optimizer-impl single --zero-grad none" \
-		"zero1-2-llama-zeros-foreach|tiny-llama|2|--zero-grad zeros --optimizer-impl foreach|--optimizer-impl foreach --zero-grad zeros" \
-		"zero1-3-gpt2-fused-optimizer-peak|tiny-gpt2|3|--zero-grad none --optimizer-impl fused --seq 4 --batch 1|--optimizer-impl fused --zero-grad none --seq 4 --batch 1"
-	do
-		label=${case%%|*} rest=${case#*|}
-		cfg=${rest%%|*} rest=${rest#*|}
-		N=${rest%%|*} rest=${rest#*|}
-		targs=${rest%%|*} zargs=${rest#*|}
-		one "unshare -m sh -c" "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 python3 \
-$in/hf_torch.py --model $in/$cfg.json $targs --ddp $N --zero1 --no-attribution --out $in/out.json"
-		zout=$root$in/out.json
-		zero1 "$cfg" "$N" "$targs" "--torch-version 2.6 $zargs" "$label (2.6)"
+			zout=$tmp/hf/$i.json
+			zero1 "$cfg" "$N" "$targs" "--torch-version 2.6 $zargs" "$label (2.6)"
+		done
 	done
 	exit $status
 fi
@@ -537,90 +568,36 @@ ddp="--framework torch --wrapper ddp --torch-version 1.13 --torch-device cpu --a
 # exchanges above, waited before they return, and no tensor they take is
 # freed by gloo's worker thread.
 fsdp="--framework torch --wrapper fsdp --torch-version 1.13 --torch-device cpu --attn eager"
-for case in \
-	"gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
-	"gpt2-untied|--model $tmp/tiny-gpt2.json --untied --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
-	"llama|--model $tmp/tiny-llama.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
-	"llama-tied|--model $tmp/tiny-llama.json --tied --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
-	"gpt2-foreach|--model $tmp/tiny-gpt2.json --zero-grad zeros --optimizer-impl foreach|$plain --optimizer-impl foreach --zero-grad zeros" \
-	"llama-set_to_none|--model $tmp/tiny-llama.json --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
-	"gpt2-batch1|--model $tmp/tiny-gpt2.json --batch 1 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
-	"ddp2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
-	"ddp2-llama|--model $tmp/tiny-llama.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
-	"ddp2-llama-foreach|--model $tmp/tiny-llama.json --zero-grad zeros --ddp 2 --optimizer-impl foreach|$ddp --optimizer-impl foreach --zero-grad zeros" \
-	"ddp2-gpt2-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --ddp 2|$ddp --optimizer-impl single --zero-grad none" \
-	"ddp2-gpt2-buckets|--model $tmp/tiny-gpt2-wide.json --zero-grad zeros --ddp 2 --bucket-cap-mb 0.25|$ddp --optimizer-impl single --zero-grad zeros --bucket-cap 0.25" \
-	"fsdp2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
-	"fsdp2-llama|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
-	"fsdp2-gpt2-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --fsdp 2|$fsdp --optimizer-impl single --zero-grad none" \
-	"fsdp2-llama-foreach|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2 --optimizer-impl foreach|$fsdp --optimizer-impl foreach --zero-grad zeros" \
-	"fsdp3-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 3|$fsdp --optimizer-impl single --zero-grad zeros" \
-	"fsdp2-qwen2|--model $tmp/tiny-qwen2.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
-	"fsdp2-phi3|--model $tmp/tiny-phi3.json --zero-grad none --fsdp 2|$fsdp --optimizer-impl single --zero-grad none" \
-	"gpt2-dropout|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
-	"llama-dropout|--model $tmp/tiny-llama-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
-	"qwen2|--model $tmp/tiny-qwen2.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
-	"qwen2-set_to_none|--model $tmp/tiny-qwen2.json --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
-	"qwen3|--model $tmp/tiny-qwen3.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
-	"qwen3-tied-foreach|--model $tmp/tiny-qwen3.json --tied --zero-grad zeros --optimizer-impl foreach|$plain --optimizer-impl foreach --zero-grad zeros" \
-	"phi3|--model $tmp/tiny-phi3.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
-	"phi3-tied-set_to_none|--model $tmp/tiny-phi3.json --tied --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
-	"gpt2-amp-bf16|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
-	"gpt2-untied-amp-bf16-set_to_none|--model $tmp/tiny-gpt2-untied.json --amp bf16 --zero-grad none|$plain --optimizer-impl single --zero-grad none --precision amp-bf16" \
-	"ddp2-gpt2-amp-bf16|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
-	"ddp2-llama-amp-bf16|--model $tmp/tiny-llama.json --amp bf16 --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
-	"ddp2-qwen3|--model $tmp/tiny-qwen3.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
-	"llama-amp-bf16|--model $tmp/tiny-llama.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
-	"qwen2-amp-bf16|--model $tmp/tiny-qwen2.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
-	"qwen3-amp-bf16-set_to_none|--model $tmp/tiny-qwen3.json --amp bf16 --zero-grad none|$plain --optimizer-impl single --zero-grad none --precision amp-bf16" \
-	"phi3-amp-bf16|--model $tmp/tiny-phi3.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
-	"phi3-dropout|--model $tmp/tiny-phi3-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
-	"gemma2|--model $tmp/tiny-gemma2.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
-	"gemma2-untied-set_to_none|--model $tmp/tiny-gemma2.json --untied --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
-	"ddp2-gemma2|--model $tmp/tiny-gemma2.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
-	"fsdp2-gemma2|--model $tmp/tiny-gemma2.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
-	"gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
-	"gemma3_text-cap-untied-set_to_none|--model $tmp/tiny-gemma3_text-cap.json --untied --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
-	"ddp2-gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
-	"fsdp2-gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
-	"fsdp2-gpt2-ckpt-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --fsdp 2 --recompute full|$fsdp --optimizer-impl single --zero-grad none --recompute full" \
-	"fsdp2-llama-ckpt|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2 --recompute full|$fsdp --optimizer-impl single --zero-grad zeros --recompute full" \
-	"fsdp2-zero2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 2 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad zeros" \
-	"fsdp2-zero2-llama-set_to_none|--model $tmp/tiny-llama.json --zero-grad none --fsdp 2 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad none" \
-	"fsdp3-zero2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 3 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad zeros" \
-	"fsdp2-zero2-gpt2-ckpt-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --fsdp 2 --fsdp-strategy shard_grad_op --recompute full|$fsdp --optimizer-impl single --zero-grad none --recompute full" \
-	"fsdp2-zero2-llama-ckpt|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2 --fsdp-strategy shard_grad_op --recompute full|$fsdp --optimizer-impl single --zero-grad zeros --recompute full" \
-	"gpt2-ckpt|--model $tmp/tiny-gpt2.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
-	"gpt2-untied-ckpt-set_to_none|--model $tmp/tiny-gpt2-untied.json --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
-	"gpt2-foreach-ckpt|--model $tmp/tiny-gpt2.json --zero-grad zeros --optimizer-impl foreach --recompute full|$plain --optimizer-impl foreach --zero-grad zeros --recompute full" \
-	"llama-ckpt|--model $tmp/tiny-llama.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
-	"llama-tied-ckpt-set_to_none|--model $tmp/tiny-llama.json --tied --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
-	"qwen3-foreach-ckpt|--model $tmp/tiny-qwen3.json --zero-grad zeros --optimizer-impl foreach --recompute full|$plain --optimizer-impl foreach --zero-grad zeros --recompute full" \
-	"phi3-ckpt|--model $tmp/tiny-phi3.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
-	"qwen2-ckpt-set_to_none|--model $tmp/tiny-qwen2.json --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
-	"ddp2-gpt2-buckets-ckpt|--model $tmp/tiny-gpt2-wide.json --zero-grad zeros --ddp 2 --bucket-cap-mb 0.25 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --bucket-cap 0.25 --recompute full" \
-	"gpt2-dropout-ckpt|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
-	"llama-dropout-ckpt-set_to_none|--model $tmp/tiny-llama-drop.json --dropout config --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
-	"phi3-dropout-ckpt|--model $tmp/tiny-phi3-drop.json --dropout config --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
-	"ddp2-gpt2-dropout-ckpt|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad zeros --ddp 2 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --recompute full" \
-	"fsdp2-gpt2-dropout-ckpt-set_to_none|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad none --fsdp 2 --recompute full|$fsdp --optimizer-impl single --zero-grad none --recompute full" \
-	"gpt2-amp-bf16-ckpt|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full" \
-	"llama-amp-bf16-ckpt-set_to_none|--model $tmp/tiny-llama.json --amp bf16 --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --precision amp-bf16 --recompute full" \
-	"qwen3-amp-bf16-ckpt|--model $tmp/tiny-qwen3.json --amp bf16 --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full" \
-	"phi3-amp-bf16-ckpt-set_to_none|--model $tmp/tiny-phi3.json --amp bf16 --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --precision amp-bf16 --recompute full" \
-	"ddp2-llama-amp-bf16-ckpt|--model $tmp/tiny-llama.json --amp bf16 --zero-grad zeros --ddp 2 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full" \
-	"gemma2-ckpt|--model $tmp/tiny-gemma2.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
-	"gemma2-untied-foreach-ckpt-set_to_none|--model $tmp/tiny-gemma2.json --untied --zero-grad none --optimizer-impl foreach --recompute full|$plain --optimizer-impl foreach --zero-grad none --recompute full" \
-	"ddp2-gemma2-ckpt|--model $tmp/tiny-gemma2.json --zero-grad zeros --ddp 2 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --recompute full" \
-	"gemma3_text-ckpt|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
-	"gemma3_text-cap-untied-ckpt-set_to_none|--model $tmp/tiny-gemma3_text-cap.json --untied --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
-	"ddp2-gemma3_text-ckpt|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --ddp 2 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --recompute full"
-do
+# hf_case CASE: one case of the loop below, in its phase (add: the
+# references join the batches; check: compared)
+hf_case() {
+	case=$1
 	label=${case%%|*} rest=${case#*|}
 	targs=${rest%%|*} zargs=${rest#*|}
-	# shellcheck disable=SC2086
-	one "$py" "$src/tests/hf_torch.py" $targs --zerosim "$zerosim" --zerosim-args "$zargs" --no-attribution \
-		--out "$tmp/out.json"
+	i=$((i + 1)) j=$((j + 1))
+	# the checkpointed runs under dropout or autocast: PyTorch's plain run too (below)
+	p=
+	case $label in *ckpt*) case $label in *dropout* | *amp*) p=$((i + 1)) ;; esac ;; esac
+	if [ $phase = add ]; then
+		# PyTorch's side a case of the batch $tmp/hf (cached as one); zerosim's
+		# theory beside it (hf_torch.py --torch-json --zerosim: no PyTorch)
+		# a case of $tmp/hz, run by this build's binary, never cached
+		set -f
+		# shellcheck disable=SC2046
+		ft_add hf $(ft_rel hf "$targs") --no-attribution
+		# shellcheck disable=SC2086
+		ft_add hz --torch-json "$tmp/hf/$i.json" $targs --zerosim "$zabs" --zerosim-args "$zargs" --no-attribution
+		# shellcheck disable=SC2046
+		[ -n "$p" ] && ft_add hf $(ft_rel hf "$(echo "$targs" | sed 's/--recompute full//')") --no-attribution
+		set +f
+		[ -n "$p" ] && i=$p
+		return 0
+	fi
+	if [ "$(ft_got hf $i)" != 0 ] || [ "$(ft_got hz $j)" != 0 ] || ! cp "$tmp/hz/$j.json" "$tmp/out.json"; then
+		echo "hf_torch: FAIL: hf_torch.py $targs --zerosim $zerosim --zerosim-args $zargs:" >&2
+		tail -n 20 "$tmp/hf/$i.err" "$tmp/hz/$j.out" "$tmp/hz/$j.err" "$tmp/hf.log" "$tmp/hz.log" >&2 2>/dev/null
+		exit 99
+	fi
 	# DDP's, dropout's and the newer families' cases: the engine's measure
 	# too (dropout's masks are its own, drawn from --seed: the bytes are
 	# what is compared)
@@ -677,9 +654,12 @@ EOF
 		# relative
 		case $label in
 		*dropout* | *amp*)
-			# shellcheck disable=SC2086
-			one "$py" "$src/tests/hf_torch.py" $(echo "$targs" | sed 's/--recompute full//') --no-attribution \
-				--out "$tmp/plain.json"
+			i=$p
+			if [ "$(ft_got hf $i)" != 0 ] || ! cp "$tmp/hf/$i.json" "$tmp/plain.json"; then
+				echo "hf_torch: FAIL: hf_torch.py $(echo "$targs" | sed 's/--recompute full//'):" >&2
+				tail -n 20 "$tmp/hf/$i.err" "$tmp/hf.log" >&2 2>/dev/null
+				exit 99
+			fi
 			"$py" - "$tmp/out.json" "$tmp/plain.json" "$label" <<'EOF' || status=1
 import json, sys
 a, b = (json.load(open(p))["losses"] for p in sys.argv[1:3])
@@ -741,7 +721,7 @@ sys.exit(0 if ok else 1)
 EOF
 		;;
 	esac
-done
+}
 # torch's zero1: ZeroRedundancyOptimizer(optimizer_class=Adam) over DDP
 # (hf_torch.py --ddp N --zero1, gloo; its broadcasts are in place on each
 # parameter and free nothing, so no gloo timing reaches the bytes) against
@@ -753,23 +733,128 @@ done
 # binds (by 4 bytes: the first of equals would be rank 0 otherwise); and
 # gpt2 under bf16 autocast at N = 2.
 z1="--torch-version 1.13 --optimizer-impl"
-for case in \
-	"zero1-2-gpt2|tiny-gpt2|2|--zero-grad zeros|$z1 single --zero-grad zeros" \
-	"zero1-2-llama|tiny-llama|2|--zero-grad zeros|$z1 single --zero-grad zeros" \
-	"zero1-3-gpt2|tiny-gpt2|3|--zero-grad zeros|$z1 single --zero-grad zeros" \
-	"zero1-5-llama-foreach-optimizer-peak|tiny-llama|5|--zero-grad zeros --optimizer-impl foreach --seq 4 --batch 1|$z1 foreach --zero-grad zeros --seq 4 --batch 1" \
-	"zero1-3-gpt2-optimizer-peak|tiny-gpt2|3|--zero-grad none --seq 4 --batch 1|$z1 single --zero-grad none --seq 4 --batch 1" \
-	"zero1-2-gpt2-amp-bf16|tiny-gpt2|2|--zero-grad zeros --amp bf16|$z1 single --zero-grad zeros --precision amp-bf16"
-do
-	label=${case%%|*} rest=${case#*|}
-	cfg=${rest%%|*} rest=${rest#*|}
-	N=${rest%%|*} rest=${rest#*|}
-	targs=${rest%%|*} zargs=${rest#*|}
-	# shellcheck disable=SC2086
-	one "$py" "$src/tests/hf_torch.py" --model "$tmp/$cfg.json" $targs --ddp "$N" --zero1 --no-attribution \
-		--out "$tmp/out.json"
-	zout=$tmp/out.json
-	zero1 "$cfg" "$N" "$targs" "$zargs" "$label"
+# (in the phases of the loop above: PyTorch's side cases of its batch)
+hf_zero1_cases() {
+	for case in \
+		"zero1-2-gpt2|tiny-gpt2|2|--zero-grad zeros|$z1 single --zero-grad zeros" \
+		"zero1-2-llama|tiny-llama|2|--zero-grad zeros|$z1 single --zero-grad zeros" \
+		"zero1-3-gpt2|tiny-gpt2|3|--zero-grad zeros|$z1 single --zero-grad zeros" \
+		"zero1-5-llama-foreach-optimizer-peak|tiny-llama|5|--zero-grad zeros --optimizer-impl foreach --seq 4 --batch 1|$z1 foreach --zero-grad zeros --seq 4 --batch 1" \
+		"zero1-3-gpt2-optimizer-peak|tiny-gpt2|3|--zero-grad none --seq 4 --batch 1|$z1 single --zero-grad none --seq 4 --batch 1" \
+		"zero1-2-gpt2-amp-bf16|tiny-gpt2|2|--zero-grad zeros --amp bf16|$z1 single --zero-grad zeros --precision amp-bf16"
+	do
+		label=${case%%|*} rest=${case#*|}
+		cfg=${rest%%|*} rest=${rest#*|}
+		N=${rest%%|*} rest=${rest#*|}
+		targs=${rest%%|*} zargs=${rest#*|}
+		i=$((i + 1))
+		if [ $phase = add ]; then
+			[ -e "$tmp/hf/$cfg.json" ] || ft_in hf "$tmp/$cfg.json" "$cfg.json"
+			# shellcheck disable=SC2086
+			ft_add hf --model "$cfg.json" $targs --ddp "$N" --zero1 --no-attribution
+			continue
+		fi
+		if [ "$(ft_got hf $i)" != 0 ]; then
+			echo "hf_torch: FAIL: hf_torch.py --model $cfg.json $targs --ddp $N --zero1:" >&2
+			tail -n 20 "$tmp/hf/$i.err" "$tmp/hf.log" >&2 2>/dev/null
+			exit 99
+		fi
+		zout=$tmp/hf/$i.json
+		zero1 "$cfg" "$N" "$targs" "$zargs" "$label"
+	done
+}
+# (twice: phase add collects every case's references, phase check runs
+# them, two python runs in all, and compares: tests/batch_lib.sh)
+# (the replays run in $tmp/hz: zerosim by its absolute path)
+zabs=$(cd "$(dirname "$zerosim")" && pwd)/$(basename "$zerosim")
+for phase in add check; do
+	i=0 j=0
+	if [ $phase = check ]; then
+		ft_run hf hf_torch.py
+		ft_run hz hf_torch.py "${ZS_TORCH_PY:-$py}"
+	fi
+	for case in \
+		"gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+		"gpt2-untied|--model $tmp/tiny-gpt2.json --untied --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+		"llama|--model $tmp/tiny-llama.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+		"llama-tied|--model $tmp/tiny-llama.json --tied --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+		"gpt2-foreach|--model $tmp/tiny-gpt2.json --zero-grad zeros --optimizer-impl foreach|$plain --optimizer-impl foreach --zero-grad zeros" \
+		"llama-set_to_none|--model $tmp/tiny-llama.json --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
+		"gpt2-batch1|--model $tmp/tiny-gpt2.json --batch 1 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+		"ddp2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
+		"ddp2-llama|--model $tmp/tiny-llama.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
+		"ddp2-llama-foreach|--model $tmp/tiny-llama.json --zero-grad zeros --ddp 2 --optimizer-impl foreach|$ddp --optimizer-impl foreach --zero-grad zeros" \
+		"ddp2-gpt2-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --ddp 2|$ddp --optimizer-impl single --zero-grad none" \
+		"ddp2-gpt2-buckets|--model $tmp/tiny-gpt2-wide.json --zero-grad zeros --ddp 2 --bucket-cap-mb 0.25|$ddp --optimizer-impl single --zero-grad zeros --bucket-cap 0.25" \
+		"fsdp2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
+		"fsdp2-llama|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
+		"fsdp2-gpt2-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --fsdp 2|$fsdp --optimizer-impl single --zero-grad none" \
+		"fsdp2-llama-foreach|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2 --optimizer-impl foreach|$fsdp --optimizer-impl foreach --zero-grad zeros" \
+		"fsdp3-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 3|$fsdp --optimizer-impl single --zero-grad zeros" \
+		"fsdp2-qwen2|--model $tmp/tiny-qwen2.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
+		"fsdp2-phi3|--model $tmp/tiny-phi3.json --zero-grad none --fsdp 2|$fsdp --optimizer-impl single --zero-grad none" \
+		"gpt2-dropout|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+		"llama-dropout|--model $tmp/tiny-llama-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+		"qwen2|--model $tmp/tiny-qwen2.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+		"qwen2-set_to_none|--model $tmp/tiny-qwen2.json --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
+		"qwen3|--model $tmp/tiny-qwen3.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+		"qwen3-tied-foreach|--model $tmp/tiny-qwen3.json --tied --zero-grad zeros --optimizer-impl foreach|$plain --optimizer-impl foreach --zero-grad zeros" \
+		"phi3|--model $tmp/tiny-phi3.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+		"phi3-tied-set_to_none|--model $tmp/tiny-phi3.json --tied --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
+		"gpt2-amp-bf16|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
+		"gpt2-untied-amp-bf16-set_to_none|--model $tmp/tiny-gpt2-untied.json --amp bf16 --zero-grad none|$plain --optimizer-impl single --zero-grad none --precision amp-bf16" \
+		"ddp2-gpt2-amp-bf16|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
+		"ddp2-llama-amp-bf16|--model $tmp/tiny-llama.json --amp bf16 --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
+		"ddp2-qwen3|--model $tmp/tiny-qwen3.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
+		"llama-amp-bf16|--model $tmp/tiny-llama.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
+		"qwen2-amp-bf16|--model $tmp/tiny-qwen2.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
+		"qwen3-amp-bf16-set_to_none|--model $tmp/tiny-qwen3.json --amp bf16 --zero-grad none|$plain --optimizer-impl single --zero-grad none --precision amp-bf16" \
+		"phi3-amp-bf16|--model $tmp/tiny-phi3.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
+		"phi3-dropout|--model $tmp/tiny-phi3-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+		"gemma2|--model $tmp/tiny-gemma2.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+		"gemma2-untied-set_to_none|--model $tmp/tiny-gemma2.json --untied --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
+		"ddp2-gemma2|--model $tmp/tiny-gemma2.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
+		"fsdp2-gemma2|--model $tmp/tiny-gemma2.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
+		"gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+		"gemma3_text-cap-untied-set_to_none|--model $tmp/tiny-gemma3_text-cap.json --untied --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
+		"ddp2-gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
+		"fsdp2-gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
+		"fsdp2-gpt2-ckpt-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --fsdp 2 --recompute full|$fsdp --optimizer-impl single --zero-grad none --recompute full" \
+		"fsdp2-llama-ckpt|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2 --recompute full|$fsdp --optimizer-impl single --zero-grad zeros --recompute full" \
+		"fsdp2-zero2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 2 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad zeros" \
+		"fsdp2-zero2-llama-set_to_none|--model $tmp/tiny-llama.json --zero-grad none --fsdp 2 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad none" \
+		"fsdp3-zero2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 3 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad zeros" \
+		"fsdp2-zero2-gpt2-ckpt-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --fsdp 2 --fsdp-strategy shard_grad_op --recompute full|$fsdp --optimizer-impl single --zero-grad none --recompute full" \
+		"fsdp2-zero2-llama-ckpt|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2 --fsdp-strategy shard_grad_op --recompute full|$fsdp --optimizer-impl single --zero-grad zeros --recompute full" \
+		"gpt2-ckpt|--model $tmp/tiny-gpt2.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
+		"gpt2-untied-ckpt-set_to_none|--model $tmp/tiny-gpt2-untied.json --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
+		"gpt2-foreach-ckpt|--model $tmp/tiny-gpt2.json --zero-grad zeros --optimizer-impl foreach --recompute full|$plain --optimizer-impl foreach --zero-grad zeros --recompute full" \
+		"llama-ckpt|--model $tmp/tiny-llama.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
+		"llama-tied-ckpt-set_to_none|--model $tmp/tiny-llama.json --tied --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
+		"qwen3-foreach-ckpt|--model $tmp/tiny-qwen3.json --zero-grad zeros --optimizer-impl foreach --recompute full|$plain --optimizer-impl foreach --zero-grad zeros --recompute full" \
+		"phi3-ckpt|--model $tmp/tiny-phi3.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
+		"qwen2-ckpt-set_to_none|--model $tmp/tiny-qwen2.json --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
+		"ddp2-gpt2-buckets-ckpt|--model $tmp/tiny-gpt2-wide.json --zero-grad zeros --ddp 2 --bucket-cap-mb 0.25 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --bucket-cap 0.25 --recompute full" \
+		"gpt2-dropout-ckpt|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
+		"llama-dropout-ckpt-set_to_none|--model $tmp/tiny-llama-drop.json --dropout config --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
+		"phi3-dropout-ckpt|--model $tmp/tiny-phi3-drop.json --dropout config --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
+		"ddp2-gpt2-dropout-ckpt|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad zeros --ddp 2 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --recompute full" \
+		"fsdp2-gpt2-dropout-ckpt-set_to_none|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad none --fsdp 2 --recompute full|$fsdp --optimizer-impl single --zero-grad none --recompute full" \
+		"gpt2-amp-bf16-ckpt|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full" \
+		"llama-amp-bf16-ckpt-set_to_none|--model $tmp/tiny-llama.json --amp bf16 --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --precision amp-bf16 --recompute full" \
+		"qwen3-amp-bf16-ckpt|--model $tmp/tiny-qwen3.json --amp bf16 --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full" \
+		"phi3-amp-bf16-ckpt-set_to_none|--model $tmp/tiny-phi3.json --amp bf16 --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --precision amp-bf16 --recompute full" \
+		"ddp2-llama-amp-bf16-ckpt|--model $tmp/tiny-llama.json --amp bf16 --zero-grad zeros --ddp 2 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full" \
+		"gemma2-ckpt|--model $tmp/tiny-gemma2.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
+		"gemma2-untied-foreach-ckpt-set_to_none|--model $tmp/tiny-gemma2.json --untied --zero-grad none --optimizer-impl foreach --recompute full|$plain --optimizer-impl foreach --zero-grad none --recompute full" \
+		"ddp2-gemma2-ckpt|--model $tmp/tiny-gemma2.json --zero-grad zeros --ddp 2 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --recompute full" \
+		"gemma3_text-ckpt|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
+		"gemma3_text-cap-untied-ckpt-set_to_none|--model $tmp/tiny-gemma3_text-cap.json --untied --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
+		"ddp2-gemma3_text-ckpt|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --ddp 2 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --recompute full"
+	do
+		hf_case "$case"
+	done
+	hf_zero1_cases
 done
 # ev_cmp.py ZEROSIM TORCH LABEL: tests/ag_events' list against hf_torch.py
 # --trace's clean step (FILE.clean), one for one

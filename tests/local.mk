@@ -134,7 +134,7 @@ TESTS += tests/fsdp_torch.sh
 EXTRA_DIST += tests/fsdp_torch.sh tests/fsdp_torch.py tests/torch_python.sh
 # ZS_TORCH_CACHE: the references' results kept for a second make check in
 # the same CI run (tests/torch_python.sh, .ci/run)
-EXTRA_DIST += tests/torch_cache.sh tests/torch_cache.py
+EXTRA_DIST += tests/torch_cache.sh tests/torch_cache.py tests/batch_torch.py tests/batch_lib.sh
 TESTS += tests/torch_cache_check.sh
 EXTRA_DIST += tests/torch_cache_check.sh
 
