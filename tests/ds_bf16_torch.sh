@@ -1,14 +1,16 @@
 #!/bin/sh
 # ds_bf16_torch — DeepSpeed's ZeRO-1/2 over the PyTorch step against real
 # PyTorch 1.13's allocator (tests/ds_bf16_torch.py: DeepSpeed 38327e0's
-# allocations transcribed over tests/hf_torch.py's models, profiled), at
-# N = 1, gpt2-tiny and llama-tiny, stages 1 and 2, seq 32, batch 2,
+# allocations transcribed over tests/hf_torch.py's models, profiled),
+# gpt2-tiny and llama-tiny, stages 1 and 2, seq 32, batch 2,
 # reduce_bucket_size 100000, the configs' dropout (docs/schedule.md,
 # "DeepSpeed over the PyTorch step", "bf16"):
-#  - fp32: zerosim's theory of `--wrapper deepspeed` (util/ag_ds.c) equals
-#    PyTorch's allocator to the byte: between steps, the steady step's
-#    peak, and the live bytes at every mark zerosim's step names;
-#  - bf16 (DeepSpeed's {"bf16": {"enabled": true}}: module.bfloat16(),
+#  - fp32 at N = 1 and N = 2 (gloo): zerosim's theory of `--wrapper
+#    deepspeed` (util/ag_ds.c) equals PyTorch's allocator to the byte on
+#    every rank: between steps, the steady step's peak, and the live bytes
+#    at every mark zerosim's step names;
+#  - bf16 at N = 1 (gloo in 1.13 reduces no bf16) (DeepSpeed's
+#    {"bf16": {"enabled": true}}: module.bfloat16(),
 #    engine.py 1224-1231), which zerosim does not build: zerosim refuses it
 #    by name (measure and theory); PyTorch's bytes between steps are the
 #    fp32 run's less 2 bytes a parameter (the 16-bit flat buffer; the fp32
@@ -18,9 +20,10 @@
 #    from the shapes; the 3 losses within 2e-3, relative, of the fp32
 #    run's (9.3e-4 the largest here; bf16 keeps 8 bits of mantissa);
 #  - the figures are printed (the reference a bf16 pass must meet).
-# Not compared with DeepSpeed itself (not installable here), nor at N > 1.
+# Not compared with DeepSpeed itself (not installable here).
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
-# About 15 s on a loaded machine (8 profiled runs in one python3).
+# About 40 s on a loaded 2-core machine (8 profiled runs in one python3,
+# then 4 in each of 2 gloo ranks; 12 s of CPU).
 set -u
 top=${ZS_BUILDDIR:-.}
 src=${srcdir:-.}
@@ -49,15 +52,14 @@ echo "ok: DeepSpeed's bf16 (--precision mixed) refused by name, zero1, zero2 and
 name=ds_bf16_torch
 . "$src/tests/torch_python.sh"
 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$src/tests" "$py" "$src/tests/ds_bf16_torch.py" "$models/gpt2-tiny.json" \
-	"$models/llama-tiny.json" --dtype fp32,bf16 --stage 1,2 --bucket 100000 --steps 3 --seq 32 --batch 2 \
-	>"$tmp/ref" 2>"$tmp/err" || { cat "$tmp/err" >&2; fail "tests/ds_bf16_torch.py"; }
-[ "$(wc -l <"$tmp/ref")" -eq 8 ] || fail "tests/ds_bf16_torch.py wrote $(wc -l <"$tmp/ref") runs, not 8"
+	"$models/llama-tiny.json" --dtype fp32,bf16 --stage 1,2 --world 1,2 --bucket 100000 --steps 3 --seq 32 \
+	--batch 2 >"$tmp/ref" 2>"$tmp/err" || { cat "$tmp/err" >&2; fail "tests/ds_bf16_torch.py"; }
+[ "$(wc -l <"$tmp/ref")" -eq 12 ] || fail "tests/ds_bf16_torch.py wrote $(wc -l <"$tmp/ref") runs, not 12"
 for model in gpt2-tiny llama-tiny; do
 	for stage in 1 2; do
-		# shellcheck disable=SC2086
 		"$zerosim" theory --framework deepspeed --wrapper deepspeed --ds-reduce-bucket 100000 --precision fp32 \
 			--seq 32 --batch 2 --steps 3 --torch-device cpu --attn eager --torch-version 1.13 --optimizer-impl single \
-			--model "$models/$model.json" --schemes zero$stage --world 1 --out "$tmp/t-$model-$stage.json" ||
+			--model "$models/$model.json" --schemes zero$stage --world 1,2 --out "$tmp/t-$model-$stage.json" ||
 			fail "theory $model zero$stage"
 	done
 done
@@ -67,8 +69,22 @@ tmp, models = sys.argv[1:]
 runs = {}
 for line in open(f"{tmp}/ref"):
     r = json.loads(line)
-    runs[(r["model"].rsplit("/", 1)[-1][:-5], r["dtype"], r["stage"])] = r
+    runs[(r["model"].rsplit("/", 1)[-1][:-5], r["dtype"], r["stage"], r["world"])] = r
 bad = 0
+def agree(tag, got, t):
+    """one rank's figures against zerosim's (t: its between, peak, marks)"""
+    n = 0
+    for what, g, w in (("between steps", got["between"], t[0]), ("peak", got["peak"], t[1])):
+        if g != w:
+            print(f"{tag} {what}: PyTorch {g}, zerosim {w} ({g - w:+d})")
+            n += 1
+    tm = t[2] or {}
+    missing = [k for k in tm if k not in got["marks"]]
+    diff = [(k, got["marks"][k], v) for k, v in tm.items() if k in got["marks"] and got["marks"][k] != v]
+    if not tm or missing or diff:
+        print(f"{tag} marks: {len(tm)} in zerosim's, missing in PyTorch's {missing[:5]}, differing {diff[:5]}")
+        n += 1
+    return n, len(tm)
 for model in ("gpt2-tiny", "llama-tiny"):
     c = json.load(open(f"{models}/{model}.json"))
     # the trained parameters, by hand from the shape (the tied table once)
@@ -86,21 +102,19 @@ for model in ("gpt2-tiny", "llama-tiny"):
         L = V * d * (1 if c.get("tie_word_embeddings") else 2) + n * block + d
         bufs = 4 * (hd // 2)  # LlamaRotaryEmbedding's inv_freq
     for stage in (1, 2):
-        fp, bf = runs[(model, "fp32", stage)], runs[(model, "bf16", stage)]
-        t = json.load(open(f"{tmp}/t-{model}-{stage}.json"))["rows"][0]["schedule"]
+        fp, bf, fp2 = (runs[(model, dt, stage, w)] for dt, w in (("fp32", 1), ("bf16", 1), ("fp32", 2)))
+        rows = {r["world"]: r["schedule"] for r in json.load(open(f"{tmp}/t-{model}-{stage}.json"))["rows"]}
         tag = f"{model} zero{stage}"
-        for what, got, want in (("between steps", fp["between"], t["resident_bytes"]),
-                                ("peak", fp["peak"], t["peak_bytes"])):
-            if got != want:
-                print(f"{tag} fp32 {what}: PyTorch {got}, zerosim {want} ({got - want:+d})")
-                bad += 1
-        tm = t.get("marks") or {}
-        missing = [k for k in tm if k not in fp["marks"]]
-        diff = [(k, fp["marks"][k], v) for k, v in tm.items() if k in fp["marks"] and fp["marks"][k] != v]
-        if not tm or missing or diff:
-            print(f"{tag} fp32 marks: {len(tm)} in zerosim's, missing in PyTorch's {missing[:5]}, "
-                  f"differing {diff[:5]}")
+        t = rows[1]
+        bad += agree(f"{tag} fp32 N=1", fp, (t["resident_bytes"], t["peak_bytes"], t.get("marks")))[0]
+        pr = rows[2]["per_rank"]
+        if len(fp2["ranks"]) != 2:
+            print(f"{tag} N=2: {len(fp2['ranks'])} ranks' figures")
             bad += 1
+        for r, got in enumerate(fp2["ranks"]):
+            bad += agree(f"{tag} fp32 N=2 rank {r}", got,
+                         (pr["resident_bytes"][r], pr["peak_bytes"][r], pr["marks"][r]))[0]
+        tm = t.get("marks") or {}
         if fp["params"] != L or bf["params"] != L:
             print(f"{tag}: the flat buffer holds {fp['params']} (bf16 {bf['params']}) elements, not {L} by hand")
             bad += 1
@@ -111,11 +125,13 @@ for model in ("gpt2-tiny", "llama-tiny"):
         if not all(abs(x - y) <= 2e-3 * abs(y) for x, y in zip(bf["losses"], fp["losses"])) or len(bf["losses"]) != 3:
             print(f"{tag}: bf16 losses {bf['losses']} not within 2e-3 of fp32's {fp['losses']}")
             bad += 1
-        print(f"figures, {tag}: fp32 {len(tm)} marks, between {fp['between']}, peak {fp['peak']} ({fp['peak_phase']});"
+        print(f"figures, {tag}: fp32 {len(tm)} marks, between {fp['between']}, peak {fp['peak']} ({fp['peak_phase']}),"
+              f" N=2 {' '.join('%d/%d' % (x['between'], x['peak']) for x in fp2['ranks'])};"
               f" bf16 between {bf['between']} (L = {L}), peak {bf['peak']} ({bf['peak_phase']}),"
               f" losses {' '.join('%.5f' % x for x in bf['losses'])} (fp32 {' '.join('%.5f' % x for x in fp['losses'])})")
 sys.exit(bad != 0)
 EOF
-echo "ok: fp32: zerosim's --wrapper deepspeed = PyTorch 1.13's allocator to the byte (between, peak, every mark);" \
+echo "ok: fp32: zerosim's --wrapper deepspeed = PyTorch 1.13's allocator to the byte at N = 1 and 2 (between, peak," \
+	"every mark, every rank);" \
 	"bf16: between steps fp32's less 2 L and half the buffers, the losses within 2e-3"
 exit 0
