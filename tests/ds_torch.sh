@@ -291,10 +291,12 @@ for cmd in measure theory; do
 		try 2 "$z3n" $cmd --spec "$tmp/sp.json" --model "$tiny" --out "$keep"
 		try 2 "--wrapper deepspeed runs one scheme a run, zero1, zero2 or zero3 (it lists zero1 and zero2): run them apart" \
 			$base --torch-version 1.13 --schemes zero1,zero2 --out "$keep"
-		for p in mixed amp-bf16; do
-			try 2 "--precision $p with --wrapper deepspeed: only fp32 is built so far (give --precision fp32)" \
-				$base --torch-version 1.13 --schemes zero2 --precision $p --out "$keep"
-		done
+		# DeepSpeed's bf16 and fp16 (module.bfloat16(), engine.py 1224-1231;
+		# tests/ds_bf16_torch.sh measures it on PyTorch): by name
+		try 2 "--precision mixed with --wrapper deepspeed: DeepSpeed's bf16 and fp16 cast the module to 16 bits, whose PyTorch step is not described yet (give --precision fp32)" \
+			$base --torch-version 1.13 --schemes zero2 --precision mixed --out "$keep"
+		try 2 "--precision amp-bf16 with --wrapper deepspeed: DeepSpeed 0.16.5 has no autocast (its bf16 and fp16 cast the module, --precision mixed, not built yet; give --precision fp32)" \
+			$base --torch-version 1.13 --schemes zero2 --precision amp-bf16 --out "$keep"
 		try 2 "--torch-version 2.6 with --wrapper deepspeed: only 1.13 is built so far (give --torch-version 1.13)" \
 			$base --schemes zero2 --out "$keep"
 		try 2 "--zero-grad: --wrapper deepspeed's engine sets every .grad to None itself (leave --zero-grad out)" \

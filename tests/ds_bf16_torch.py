@@ -1,0 +1,389 @@
+"""ds_bf16_torch — DeepSpeed's ZeRO-1/2 step transcribed onto real PyTorch,
+its allocator's bytes: fp32 (zerosim's `--wrapper deepspeed`, to hold it
+to PyTorch) and bf16 (a reference for issue #22's DeepSpeed bf16, which
+zerosim does not build yet).
+
+DeepSpeed is not installable here. This is a transcription of what its
+engine and its ZeRO optimizer allocate, read at DeepSpeed 38327e0 (0.16.5;
+runtime/zero/stage_1_and_2.py as s12, runtime/engine.py as engine,
+runtime/utils.py as utils, runtime/fp16/loss_scaler.py as loss_scaler),
+run over tests/hf_torch.py's model (Hugging Face's modeling code op for op)
+inside torch.profiler.profile(profile_memory=True), every allocation
+replayed (hf_torch.py's marks and replay). With --dtype fp32 it is the run
+zerosim's util/ag_ds.c describes (docs/schedule.md, "DeepSpeed over the
+PyTorch step"), so the fp32 figures can be held to `zerosim theory
+--wrapper deepspeed` (tests/ds_bf16_torch.sh); with --dtype
+bf16 it is the bf16 config ({"bf16": {"enabled": true}}, stage 1 or 2, no
+grad_accum_dtype) that zerosim refuses so far.
+
+What bf16 changes, with the lines it follows:
+  - engine._configure_distributed_model (1219-1231): module.bfloat16()
+    before the optimizer: every parameter a new bf16 tensor.
+  - engine.get_data_types (1010-1025): with ZeRO on and no
+    data_types.grad_accum_dtype, gradients accumulate in the model's dtype,
+    bf16; so _do_optimizer_sanity_check (1300-1319) picks the ZeRO
+    optimizer (stage_1_and_2.py), not BF16_Optimizer (which stage 1 gets
+    only with grad_accum_dtype fp32, 1316-1318), and s12's
+    use_separate_grad_accum is False (284-294).
+  - s12 396-403: the fp32 partition `.clone().float()`: a bf16 clone of the
+    rank's S elements (2S bytes, freed at once) and its fp32 copy (4S).
+  - s12 2048-2053, 1352-1354: the reduce bucket and grads_in_partition in
+    the model's dtype, bf16 (2 bytes an element).
+  - s12 534-542: the loss scaler a static 1.0 for any dtype but fp16
+    (loss_scaler 208-215); s12 2067: loss_scaler.backward(loss.float()), a
+    no-op cast where Hugging Face's loss is fp32 already (logits.float()).
+  - engine.communication_data_type (939-950): bf16, the bucket's own dtype
+    (s12 1502: no copy for the all-reduce).
+  - s12 1888-1897: the flat gradient partition `.to(fp32)`: a bf16 cat
+    (where the partition spans several tensors) and its fp32 copy, 4S.
+  - s12 1918-1920: the bf16 partition (a view of the flat buffer) copy_()
+    from the updated fp32 partition, in place.
+Everything else is the fp32 run's (the norm in float64, 1663-1721; Adam
+over the fp32 partition; self.losses, engine 2105-2106 and 2278).
+
+At N = 1 no collective is called (there is no process group). --world 2
+runs N processes over gloo (tests/hf_torch.py's spawn and pinned group):
+the bucket's slices all-reduced from their flat cat, the norm's
+all-reduce, and the all-gather of the flat buffer (gloo in 1.13 has no
+_allgather_base: its allgather into the partitions' views, which makes a
+flat output of gloo's own, ProcessGroupGloo's newLikeFlat, not
+DeepSpeed's: not looked at apart, it is in the optimizer phase, where
+no mark falls and the peak is not on these models). gloo in 1.13
+reduces no bf16 tensor ("Invalid scalar type"), so bf16 runs at N = 1
+alone.
+
+Prints one JSON object a run: the bytes live between steps (after the
+last step), the steady step's peak (the last step) and the phase where it
+falls, the losses. Exit 0; 2 bad usage.
+
+Usage: python3 ds_bf16_torch.py MODEL.json... [--dtype bf16,fp32] [--stage 1,2]
+       [--world 1,2] [--bucket 100000] [--steps 3] [--seq 32] [--batch 2]
+       [--dropout config|0]
+(one JSON line per world, model, dtype and stage; at N > 1 rank 0's with
+every rank's figures in "ranks")
+"""
+import argparse
+import json
+import sys
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import hf_torch
+from hf_torch import mark
+
+
+class ZeroBf16:
+    """stage_1_and_2.py's DeepSpeedZeroOptimizer on rank `rank` of `world`,
+    contiguous_gradients and reduce_scatter on, use_multi_rank_bucket_allreduce
+    on, overlap_comm off, one param group, over a client Adam; pg the
+    process group (None at N = 1: no collective is called)."""
+
+    def __init__(self, opt, stage, bucket, world=1, rank=0, pg=None):
+        self.opt, self.stage, self.bucket = opt, stage, bucket
+        self.W, self.r, self.pg = world, rank, pg
+        group = opt.param_groups[0]
+        # 305-315: the trainable parameters in group order
+        self.params = [p for p in group["params"] if p.requires_grad]
+        self.dtype = self.params[0].dtype  # 284
+        # 348-351: meta tensors of the shapes, for the views
+        self.meta = [torch.zeros_like(p, device="meta") for p in self.params]
+        # 323-330: each parameter's data kept aside (.cpu(): the same
+        # storage on the CPU), replaced by torch.empty(1) (fp32)
+        cpu_data = []
+        for p in self.params:
+            cpu_data.append(p.data.cpu())
+            p.data = torch.empty(1).to(p.device)
+        # 353-357, utils 940-951: aligned to nccl_start_alignment_factor 2
+        # x world, a zeros() of the remainder, then the flat cat
+        n = sum(t.numel() for t in cpu_data)
+        rem = n % (2 * world)
+        lst = cpu_data + ([torch.zeros(2 * world - rem, dtype=self.dtype)] if rem else [])
+        flat = torch._utils._flatten_dense_tensors(lst)
+        del lst
+        del cpu_data  # 360-361: del param.cpu_data
+        self.flat = flat  # 364: .to(device), no copy on the CPU
+        self._update_views()  # 643-651
+        # 1587-1605: equal partitions (the 2N alignment), views
+        self.S = self.flat.numel() // world
+        # 1607-1636: the whole tensors overlapping this rank's range, the
+        # first at first_offset; each parameter's owners and where each
+        # owner's part starts in it (initialize_gradient_partitioning_data_structures)
+        self.start, self.owners, self.in_part = {}, {}, []
+        self.first_offset, off = 0, 0
+        lo, hi = self.S * rank, self.S * (rank + 1)
+        for p in self.params:
+            k = p.numel()
+            self.start[p] = off
+            self.owners[p] = [(q, max(q * self.S - off, 0)) for q in range(world)
+                              if q * self.S < off + k and off < (q + 1) * self.S]
+            if lo <= off < hi:
+                self.in_part.append(p)
+            elif off < lo < off + k:
+                self.in_part.append(p)
+                self.first_offset = lo - off
+            off += k
+        self.mine = set(self.in_part)
+        # 396-403: .clone().float()
+        self.fp32 = self.flat.narrow(0, self.S * rank, self.S).clone().float().detach()
+        self.fp32.requires_grad = True
+        group["params"] = [self.fp32]  # 416
+        # 682-701: initialize_optimizer_states, a zeros(S) grad dropped
+        self.fp32.grad = torch.zeros(self.S, dtype=self.fp32.dtype)
+        self.fp32.grad = None
+        self.ipg = None
+        self.in_bucket = []
+        self.elements = 0
+        self.gip = None  # grads_in_partition
+        self.gip_offset = 0
+        self.averaged = None
+        self.global_grad_norm = None
+        if stage == 2:
+            # 904-920: a hook on each parameter's AccumulateGrad
+            self.grad_accs = []
+            for p in self.params:
+                acc = p.expand_as(p).grad_fn.next_functions[0][0]
+                acc.register_hook(lambda *_, p=p: self.reduce_ready(p))
+                self.grad_accs.append(acc)
+
+    def _update_views(self):
+        for p, v in zip(self.params, torch._utils._unflatten_dense_tensors(self.flat, self.meta)):
+            p.data = v.data
+
+    # --- backward (2038-2060)
+    def backward(self, loss):
+        self.ipg = torch.empty(int(self.bucket), dtype=self.dtype)  # 2050-2053
+        # 2067, loss_scaler 61-63: loss.float() (the loss is fp32), * 1.0
+        scaled = loss.float() * 1.0
+        mark("phase:backward")  # where zerosim's list marks it (util/ag_ds.c: after the scaler's product)
+        scaled.backward()
+        del scaled
+
+    def reduce_ready(self, p):  # 1424-1426 -> 939-970
+        if self.elements + p.numel() > self.bucket:
+            self.reduce_ipg()
+        g = p.grad
+        new = self.ipg.narrow(0, self.elements, p.numel())
+        new.copy_(g.view(-1))
+        g.data = new.data.view_as(g)
+        self.elements += p.numel()
+        self.in_bucket.append(p)
+
+    def reduce_ipg(self):  # 1365-1421
+        t = self.ipg.narrow(0, 0, self.elements)
+        # average_tensor 1051-1150: the bucket cut by owner, neighbours of
+        # one owner merged
+        slices, cur = [], 0
+        for p in self.in_bucket:
+            own = self.owners[p]
+            for j, (q, o) in enumerate(own):
+                k = (own[j + 1][1] if j + 1 < len(own) else p.numel()) - o
+                if slices and slices[-1][0] == q:
+                    slices[-1][2] += k
+                else:
+                    slices.append([q, cur, k])
+                cur += k
+        t.div_(self.W / float(1))  # 1122
+        if slices:
+            # allreduce_and_scatter 1023-1049 -> 1011-1021 ->
+            # allreduce_bucket 1490-1523: the slices' flat cat (a view
+            # where there is one), all-reduced, each copied back by its owner
+            parts = [t.narrow(0, o, k) for _, o, k in slices]
+            flat = torch._utils._flatten_dense_tensors(parts)
+            if self.pg is not None:
+                self.pg.allreduce([flat]).wait()
+            for (q, _, _), buf, synced in zip(slices, parts, torch._utils._unflatten_dense_tensors(flat, parts)):
+                if q == self.r:
+                    buf.copy_(synced)
+            del flat, parts, synced
+        for p in self.in_bucket:
+            if p in self.mine:
+                self.copy_in_partition(p)
+            elif self.stage == 2:
+                p.grad = None  # clear_grad_attribute: a bucket view, no bytes
+        self.in_bucket, self.elements = [], 0
+
+    def copy_in_partition(self, p):  # 1329-1363
+        if self.gip is None:
+            self.gip_offset = 0
+            self.gip = torch.empty(sum(q.numel() for q in self.in_part), dtype=self.dtype)
+        g = p.grad
+        new = self.gip.view(-1).narrow(0, self.gip_offset, p.numel())
+        new.copy_(g.view(-1))
+        g.data = new.data.view_as(g)
+        self.gip_offset += p.numel()
+
+    def epilogue(self):  # 764-807
+        if self.stage == 1:  # reduce_gradients 706-725: every grad, in group order
+            for p in self.params:
+                if p.grad is not None:
+                    self.reduce_ready(p)
+        self.reduce_ipg()
+        # get_flat_partition 1723-1761: views of the rank's grads, the
+        # first from first_offset, the last cut at the partition's end;
+        # a zeros() of the last rank's padding
+        self.averaged, size = [], 0
+        for i, p in enumerate(self.in_part):
+            g, o = p.grad, (self.first_offset if i == 0 else 0)
+            k = min(g.numel() - o, self.S - size)
+            self.averaged.append(g.contiguous().view(-1).narrow(0, o, k) if o > 0 or k < g.numel() else g)
+            size += k
+        if size < self.S:
+            self.averaged.append(torch.zeros(self.S - size, dtype=self.dtype))
+        self.ipg = None  # _release_ipg_buffers 676-680
+        self.gip = None
+        for p in self.params:  # zero_grad(set_to_none=True), 1638-1651
+            p.grad = None
+
+    # --- step (1826-1944)
+    def norm(self):  # 1787-1803 -> 1663-1721
+        # one norm a view of the rank's grads (the padding's zeros too)
+        norms = [torch.linalg.vector_norm(g.data.double().detach(), ord=2.0)
+                 for g in self.averaged[:len(self.in_part)]]
+        total = torch.stack(norms).square().sum().float()
+        del norms
+        if self.pg is not None:
+            self.pg.allreduce([total]).wait()
+        total = total.pow(1. / 2.0)
+        inf_or_nan = total.isnan().logical_or(total.isinf())
+        err = torch.tensor(-1.0, dtype=torch.float)
+        total = inf_or_nan * err + inf_or_nan.logical_not() * total
+        return torch.linalg.vector_norm(torch.stack([total]), ord=2.0)
+
+    def step(self):
+        scaled_norm = self.norm()
+        self.global_grad_norm = scaled_norm / 1.0
+        # 1888-1897: the flat gradient partition (the last rank's aligned:
+        # nothing to add, its padding is in the list), .to(fp32)
+        flat_g = torch._utils._flatten_dense_tensors(self.averaged).to(self.fp32.dtype)
+        self.fp32.grad = flat_g
+        self.averaged = None  # free_grad_in_param_list, averaged_gradients[i] = None
+        flat_g.mul_(1. / 1.0)  # unscale_and_clip_grads 1970-1985
+        self.opt.step()  # _optimizer_step 1811-1824
+        self.fp32.grad = None
+        del flat_g
+        mine = self.flat.narrow(0, self.S * self.r, self.S)
+        mine.data.copy_(self.fp32.data)  # 1918-1920
+        if self.pg is not None:
+            # utils 965-968 -> 954-962: all_gather_into_tensor of the flat
+            # buffer (gloo in 1.13 has no _allgather_base: its allgather
+            # into the partitions' views, its flat output made and freed
+            # on gloo's thread, where the profiler records nothing)
+            self.pg.allgather([[self.flat.narrow(0, self.S * q, self.S) for q in range(self.W)]], [mine]).wait()
+        del mine
+        self._update_views()  # 1938-1940
+
+
+def run(a, model_json, dtype, stage, world=1, rank=0, pg=None):
+    """One run: the model from MODEL.json under DeepSpeed's stage `stage`
+    in `dtype`, a.steps steps, profiled, as rank `rank` of `world`; its
+    figures."""
+    torch.manual_seed(0)
+    b = argparse.Namespace(model=model_json, dropout=a.dropout, tied=None, recompute="none", mask="where")
+    _, family, cfg, tied = hf_torch.build(b)
+    losses = []
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        mark("build")
+        if family == "gpt2":
+            model = hf_torch.GPT2LMHeadModel(cfg, tied, b.mask, False)
+        elif family in hf_torch.FAMILY_ATTENTION:
+            model = hf_torch.LlamaForCausalLM(cfg, tied, False, hf_torch.FAMILY_ATTENTION[family])
+        else:
+            sys.exit(f"ds_bf16_torch: model_type {family!r}: gpt2 and the llama-like families only")
+        model.train()
+        hf_torch.install_hooks(model, set(model.units))
+        if dtype == "bf16":
+            model.bfloat16()  # engine 1228-1231
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=False)
+        zo = ZeroBf16(opt, stage, a.bucket, world, rank, pg)
+        g = torch.Generator().manual_seed(1 + rank)  # each rank its own batch
+        ids = torch.randint(0, cfg["vocab_size"], (a.batch, a.seq), generator=g)
+        labels = ids.clone()
+        engine_losses = None
+        for step in range(1, a.steps + 1):
+            mark(f"step:{step}")
+            mark("phase:forward")
+            # the loop keeps the model's outputs (the loss and the logits)
+            # to the step's end, as hf_torch.py's (--keep-logits 1)
+            outputs = model(ids, labels)
+            loss = outputs[0]
+            # engine.backward 2085-2150: the logged loss, then the optimizer's
+            mean_loss = loss.mean().detach()
+            engine_losses = mean_loss if engine_losses is None else engine_losses + mean_loss
+            zo.backward(loss)
+            zo.epilogue()  # engine.allreduce_gradients 2048-2062
+            del mean_loss
+            mark("phase:optimizer")
+            zo.step()
+            mark("phase:zero_grad")
+            opt.zero_grad(set_to_none=True)  # _take_model_step 2245-2252: nothing left
+            engine_losses = None  # 2278
+            losses.append(float(loss))
+            del loss
+            outputs = None
+            mark("phase:between")
+            mark(f"step:{step + 1}")
+    stream = hf_torch.replay(hf_torch.memory_events(prof))
+    last = hf_torch.analyse_step(stream, a.steps)
+    return dict(model=model_json, dtype=dtype, stage=stage, world=world, rank=rank, bucket=a.bucket, torch=torch.__version__,
+                params=zo.S, between=stream[-1][0], peak=last["peak"], peak_phase=last["phase"],
+                peak_after=last["after"], marks={l: v for l, v in last["boundaries"]}, losses=losses)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("models", nargs="+", metavar="MODEL.json")
+    ap.add_argument("--dtype", default="bf16", help="bf16, fp32 or both (comma-separated)")
+    ap.add_argument("--stage", default="2", help="1, 2 or both (comma-separated)")
+    ap.add_argument("--bucket", type=int, default=100000, help="reduce_bucket_size, elements")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--seq", type=int, default=32)
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--dropout", choices=["0", "config"], default="config")
+    ap.add_argument("--world", default="1", help="N ranks over gloo (1: no process group), or several, comma-separated")
+    a = ap.parse_args()
+    dtypes, stages = a.dtype.split(","), a.stage.split(",")
+    try:
+        a.world = [int(w) for w in a.world.split(",")]
+    except ValueError:
+        ap.error(f"--world {a.world}: sizes, comma-separated")
+    if not set(dtypes) <= {"bf16", "fp32"} or not set(stages) <= {"1", "2"}:
+        ap.error("--dtype takes bf16 and fp32, --stage 1 and 2")
+    torch.set_num_threads(1)  # hf_torch.py's run(): LayerNorm's scratch
+    cases = [(m, dt, int(st)) for m in a.models for dt in dtypes for st in stages]
+    for w in a.world:
+        if w == 1:
+            for c in cases:
+                print(json.dumps(run(a, *c), sort_keys=True), flush=True)
+            continue
+        # gloo over N processes, every case in each (hf_torch.py's spawn and
+        # its pinned group, ddp_group: each collective waited and followed
+        # by one more, so that every free is the caller's); rank 0 prints
+        # each case with every rank's figures. gloo in 1.13 reduces no
+        # bf16 ("Invalid scalar type"): bf16 at N = 1 alone, said on stderr.
+        if "bf16" in dtypes:
+            sys.stderr.write(f"ds_bf16_torch: bf16 not run at N = {w}: gloo in PyTorch 1.13 reduces no bf16 tensor\n")
+        cw = [c for c in cases if c[1] != "bf16"]
+        if cw:
+            hf_torch.spawn(worker, w, lambda store, w=w, cw=cw: (a, w, cw, store))
+
+
+def worker(rank, a, world, cases, store):
+    import torch.distributed as dist
+    hf_torch.RANK[0] = rank
+    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=world)
+    torch.set_num_threads(1)
+    hf_torch.PIN.append(torch.zeros(1))
+    pg = hf_torch.ddp_group()
+    for c in cases:
+        d = run(a, *c, world=world, rank=rank, pg=pg)
+        every = [None] * world
+        dist.all_gather_object(every, {k: d[k] for k in ("between", "peak", "peak_phase", "marks", "losses")})
+        d["ranks"] = every
+        if rank == 0:
+            print(json.dumps(d, sort_keys=True), flush=True)
+    hf_torch.finish(rank, store)
+
+
+if __name__ == "__main__":
+    main()
