@@ -418,6 +418,22 @@ static struct report_join join_of(struct report_tfm_model *m)
 	return (struct report_join){sizeof(struct report_tfm_row), read_row, read_measured_run, m, m->name};
 }
 
+/* Whether two files fine-tune the model alike (config.freeze and LoRA's
+ * keys: both absent or equal): a frozen or LoRA run of a model is a model
+ * of its own in the section, beside the same model trained whole. The
+ * files' trees are alive while loading (report_load). */
+static int same_tuning(const struct report_framework *a, const struct report_framework *b)
+{
+	static const int keys[] = {ZS_SJ_FREEZE, ZS_SJ_LORA_R, ZS_SJ_LORA_ALPHA, ZS_SJ_LORA_TARGETS,
+	                           ZS_SJ_LORA_DROPOUT, ZS_SJ_QUANT_BASE, ZS_SJ_DOUBLE_QUANT};
+	for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+		const cJSON *x = a->step[keys[i]], *y = b->step[keys[i]];
+		if ((x == NULL) != (y == NULL) || (x != NULL && !cJSON_Compare(x, y, 1)))
+			return 0;
+	}
+	return 1;
+}
+
 int report_tfm_add(const cJSON *theory, const char *path, struct report_tfm *t, char **cause)
 {
 	struct report_tfm_model *m;
@@ -433,7 +449,7 @@ int report_tfm_add(const cJSON *theory, const char *path, struct report_tfm *t, 
 		goto fail;
 	for (size_t i = 0; i < t->n; i++)
 		if (strcmp(t->models[i].name, m->name) == 0 && strcmp(t->models[i].precision, m->precision) == 0 &&
-		    strcmp(t->models[i].framework, m->framework) == 0) {
+		    strcmp(t->models[i].framework, m->framework) == 0 && same_tuning(&t->models[i].fw, &m->fw)) {
 			zs_fail(cause, "%s and %s are both %s in %s precision%s; give each model once",
 			        t->models[i].path, path, m->name, m->precision, under(m->framework));
 			goto fail;
@@ -537,10 +553,13 @@ int report_tfm_add_measured(const cJSON *measured, const char *path, struct repo
 	struct report_framework fw;
 	if (report_read_framework(cfg, where, &fw, cause) < 0)
 		return -1;
-	for (i = 0; i < t->n && m == NULL; i++)
-		if (strcmp(t->models[i].name, name) == 0 && strcmp(t->models[i].precision, precision) == 0 &&
-		    strcmp(t->models[i].framework, fw.framework) == 0)
-			m = &t->models[i];
+	/* the theory fine-tuned alike; else the first of the model, which
+	 * report_same_framework then refuses naming the key that differs */
+	for (int alike = 1; alike >= 0 && m == NULL; alike--)
+		for (i = 0; i < t->n && m == NULL; i++)
+			if (strcmp(t->models[i].name, name) == 0 && strcmp(t->models[i].precision, precision) == 0 &&
+			    strcmp(t->models[i].framework, fw.framework) == 0 && (!alike || same_tuning(&t->models[i].fw, &fw)))
+				m = &t->models[i];
 	if (m == NULL)
 		return zs_fail(cause, "%s measures %.64s in %.16s precision%s, but no --transformer theory.json is of "
 		               "that model%s", path, name, precision, under(fw.framework),
@@ -606,8 +625,11 @@ size_t report_tfm_summary(const struct report_tfm *t)
 				        r->run.measured[REPORT_RESIDENT], r->run.schedule[REPORT_PEAK], r->run.schedule[REPORT_RESIDENT]);
 		}
 		int fw = strcmp(m->framework, "paper") != 0;
-		printf("zerosim report: transformer %s (%s%s%s): %zu rows, %zu measured, %zu unexplained", m->name,
-		       m->precision, fw ? ", framework " : "", fw ? m->framework : "", m->nrows, measured, unexplained);
+		printf("zerosim report: transformer %s (%s%s%s", m->name, m->precision, fw ? ", framework " : "",
+		       fw ? m->framework : "");
+		if (m->lora_r)
+			printf(", LoRA r = %.0f on %s", m->lora_r, m->lora_resolved);
+		printf("): %zu rows, %zu measured, %zu unexplained", m->nrows, measured, unexplained);
 		if (unchecked > 0)
 			printf(", %zu not checked (theory.json has no schedule for them)", unchecked);
 		if (routed > 0)
@@ -1314,7 +1336,13 @@ static void model_tex(const struct report_tfm_model *m, struct zs_buf *b)
 	tex(b, m->name);
 	zs_buf_printf(b, " (%s): ", m->family);
 	grouped(b, m->params);
-	zs_buf_printf(b, " parameters}\n%.0f blocks, hidden %.0f, %.0f heads", m->blocks, m->hidden, m->heads);
+	zs_buf_printf(b, " parameters");
+	if (m->lora_r) {
+		zs_buf_printf(b, ", LoRA $r = %.0f$ on \\texttt{", m->lora_r);
+		tex(b, m->lora_resolved);
+		zs_buf_printf(b, "}");
+	}
+	zs_buf_printf(b, "}\n%.0f blocks, hidden %.0f, %.0f heads", m->blocks, m->hidden, m->heads);
 	if (m->kv_heads < m->heads)
 		zs_buf_printf(b, " (%.0f key-value)", m->kv_heads);
 	zs_buf_printf(b, ", MLP width %.0f, vocabulary %.0f, %s head; %s precision, sequence %.0f, "
