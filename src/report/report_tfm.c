@@ -190,6 +190,11 @@ static int read_model(const cJSON *theory, const char *path, struct report_tfm_m
 	const char *wrapper = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "wrapper"));
 	m->torch_step = wrapper != NULL && (strcmp(wrapper, "ddp") == 0 || strcmp(wrapper, "none") == 0 ||
 	                                    strcmp(wrapper, "fsdp") == 0);
+	const cJSON *lr = m->fw.step[ZS_SJ_LORA_R];
+	if (lr != NULL && !cJSON_IsNull(lr) && wrapper != NULL && strcmp(wrapper, "deepspeed") == 0)
+		return zs_fail(cause, "%s: config.lora_r under --wrapper deepspeed: the transformer section takes LoRA "
+		               "of zerosim's own step (--framework paper) only so far (this file has no trainable_params "
+		               "to judge it by)", path);
 	if (read_freeze(theory, path, where, m, cause) < 0)
 		return -1;
 	/* the PyTorch step's dropout, as its theory.json names it (zerosim's
