@@ -261,6 +261,11 @@ EXTRA_DIST += tests/paper_lora.sh
 # (about 3 s)
 TESTS += tests/report_freeze.sh
 EXTRA_DIST += tests/report_freeze.sh
+# The report of LoRA and QLoRA runs: zerosim's own step against the
+# floors over the adapters' Ψ_t by hand, the PyTorch step's LoRA and
+# QLoRA loops with the 4-bit base's bytes by hand (about 3 s)
+TESTS += tests/report_lora.sh
+EXTRA_DIST += tests/report_lora.sh
 # --attn sdpa given under the PyTorch step's DDP and FSDP: theory's exact step
 # = measure, the report takes the pair (about 2 s)
 TESTS += tests/sdpa_wrapped.sh

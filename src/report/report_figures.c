@@ -1117,6 +1117,12 @@ int report_figures_tfm(const struct report_tfm *t, const char *dir, char **cause
 		if (strcmp(m->framework, "paper") != 0)
 			snprintf(fw, sizeof fw, ", %s%s%s", m->framework, strcmp(m->offload, "none") != 0 ? " --offload " : "",
 			         strcmp(m->offload, "none") != 0 ? m->offload : "");
+		/* and a frozen or LoRA run's from the same model trained whole (the
+		 * pattern and the targets stay out of gnuplot's quotes) */
+		if (m->lora_r > 0)
+			snprintf(fw + strlen(fw), sizeof fw - strlen(fw), ", LoRA r = %.0f", m->lora_r);
+		else if (m->freeze[0])
+			snprintf(fw + strlen(fw), sizeof fw - strlen(fw), ", frozen");
 		zs_buf_printf(&gp, "set title \"%s (%s%s), N = %u%s%s\\nunit=%s unless marked\"\nset xrange [-0.6:%d]\n%s",
 		              m->name, m->precision, fw, report_tfm_world(m), rows == 1 ? ", " : "\\n",
 		              m->measured_path != NULL ? "measured" : "theory (Korthikanti), not measured",
@@ -1251,7 +1257,7 @@ static const char *const torch_colours[RT_NCLASSES] = {
 	[RT_PARAM] = "#0072B2", [RT_GRAD] = "#E69F00", [RT_ADAM] = "#009E73", [RT_ACT] = "#56B4E9",
 	[RT_SCRATCH] = "#999999", [RT_BWD] = "#F0E442", [RT_LOSS] = "#D55E00", [RT_TIED] = "#000000",
 	[RT_OPBYOP] = "#CC79A7", [RT_OPTIM] = "#882255", [RT_STEP] = "#44AA99", [RT_BUFFER] = "#DDCC77",
-	[RT_INPUT] = "#332288", [RT_DROPOUT] = "#661100",
+	[RT_INPUT] = "#332288", [RT_DROPOUT] = "#661100", [RT_DEQUANT] = "#117733", [RT_QCLONE] = "#AA4499",
 };
 
 int report_figures_torch(const struct report_torch *t, const char *dir, char **cause)
@@ -1263,6 +1269,7 @@ int report_figures_torch(const struct report_torch *t, const char *dir, char **c
 	}
 	struct zs_buf dat = {0}, gp = {0}, plot = {0};
 	int used[RT_NCLASSES] = { 0 };
+	int tall = 1; /* the most lines of a label */
 	size_t bars = 0;
 	for (size_t i = 0; i < t->n; i++) {
 		const struct report_torch_model *m = &t->models[i];
@@ -1287,7 +1294,19 @@ int report_figures_torch(const struct report_torch *t, const char *dir, char **c
 		zs_buf_printf(&dat, "\n");
 		for (size_t k = 0; k < m->nruns; k++) {
 			char l[96];
-			zs_buf_printf(&dat, "\"%s\"", report_torch_label(m, k, l, sizeof l));
+			/* a setting a line ("2.6\nLoRA r = 4\nnf4 dq"): the labels of
+			 * many runs of one model stay apart */
+			zs_buf_printf(&dat, "\"");
+			int lines = 1;
+			for (const char *q = report_torch_label(m, k, l, sizeof l); *q; q++)
+				if (q[0] == ',' && q[1] == ' ') {
+					zs_buf_printf(&dat, "\\n");
+					q++;
+					lines++;
+				} else
+					zs_buf_printf(&dat, "%c", *q);
+			zs_buf_printf(&dat, "\"");
+			tall = lines > tall ? lines : tall;
 			for (int c = 0; c < RT_NCLASSES; c++)
 				if (used[c])
 					zs_buf_printf(&dat, " %.9g", m->runs[k].cls[c] / 1e3);
@@ -1302,10 +1321,10 @@ int report_figures_torch(const struct report_torch *t, const char *dir, char **c
 	zs_buf_printf(&gp,
 		"set ylabel 'kB (1000 bytes) alive at the peak'\nset yrange [0:*]\n"
 		"set title 'The peak by what is alive there: the paper, then PyTorch by release (fp32, one rank)'\n"
-		"set style data histograms\nset style histogram rowstacked title offset 0,-0.5\n"
-		"set boxwidth 0.7 relative\nset xtics scale 0\nset xrange [-0.6:%zu]\nset bmargin 4\n"
+		"set style data histograms\nset style histogram rowstacked title offset 0,%g\n"
+		"set boxwidth 0.7 relative\nset xtics scale 0%s\nset xrange [-0.6:%zu]\nset bmargin %d\n"
 		"set key outside right top vertical Left reverse samplen 2 spacing 1.1\n",
-		bars + t->n - 1);
+		0.5 - tall, tall > 1 ? " font ',8'" : "", bars + t->n - 1, 3 + tall);
 	for (size_t i = 0; i < t->n; i++) {
 		zs_buf_printf(&plot, "%s newhistogram '%s' lt 1, \\\n", i ? ", \\\n" : "plot", t->models[i].name);
 		int col = 2, first = 1;

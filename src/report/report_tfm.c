@@ -17,6 +17,7 @@
 #include "report/report_text.h"
 #include "report/report_tfm.h"
 #include "util/freeze.h"
+#include "util/lora.h"
 #include "util/model.h"
 #include "util/step.h"
 #include "util/util.h"
@@ -57,24 +58,43 @@ static const char *under(const char *framework)
 	                                              : "";
 }
 
-/* config.freeze and, with it, the floors' Ψ_t (trainable_params,
- * docs/formats.md): a frozen theory.json without it is an older zerosim's,
- * whose floors counted every parameter as trained. */
+/* config.freeze or config.lora_r and, with either, the floors' Ψ_t
+ * (trainable_params, docs/formats.md): a frozen theory.json without it is
+ * an older zerosim's, whose floors counted every parameter as trained.
+ * LoRA under zerosim's own step: the adapters are the trained elements,
+ * the base frozen (docs/finetune.md, "LoRA under the paper's schedule");
+ * the PyTorch step's LoRA is the section "zerosim against PyTorch"'s. */
 static int read_freeze(const cJSON *theory, const char *path, const char *where, struct report_tfm_model *m,
                        char **cause)
 {
-	const cJSON *fz = m->fw.step[ZS_SJ_FREEZE];
+	const cJSON *fz = m->fw.step[ZS_SJ_FREEZE], *lr = m->fw.step[ZS_SJ_LORA_R];
 
-	m->freeze[0] = '\0';
+	m->freeze[0] = m->lora_targets[0] = '\0';
+	m->lora_r = m->lora_alpha = 0;
 	m->trained = m->params;
-	if (fz == NULL)
+	if (fz != NULL) {
+		if (!cJSON_IsString(fz) || fz->valuestring[0] == '\0' || strlen(fz->valuestring) > ZS_FREEZE_MAX)
+			return zs_fail(cause, "%s: \"freeze\" is not a pattern of 1 to %d characters", where, ZS_FREEZE_MAX);
+		snprintf(m->freeze, sizeof m->freeze, "%s", fz->valuestring);
+	}
+	if (lr != NULL && !cJSON_IsNull(lr) && !m->torch_step) {
+		const char *t = cJSON_GetStringValue(m->fw.step[ZS_SJ_LORA_TARGETS]);
+		const cJSON *a = m->fw.step[ZS_SJ_LORA_ALPHA];
+		if (!cJSON_IsNumber(lr) || lr->valuedouble < 1 || lr->valuedouble > 65536 ||
+		    lr->valuedouble != floor(lr->valuedouble) || t == NULL || t[0] == '\0' ||
+		    strlen(t) > ZS_LORA_TARGETS_MAX || !cJSON_IsNumber(a) || !(a->valuedouble > 0))
+			return zs_fail(cause, "%s: \"lora_r\" is not a rank with its lora_targets and a positive lora_alpha",
+			               where);
+		m->lora_r = lr->valuedouble;
+		m->lora_alpha = a->valuedouble;
+		snprintf(m->lora_targets, sizeof m->lora_targets, "%s", t);
+	}
+	if (!m->freeze[0] && !m->lora_r)
 		return 0;
-	if (!cJSON_IsString(fz) || fz->valuestring[0] == '\0' || strlen(fz->valuestring) > ZS_FREEZE_MAX)
-		return zs_fail(cause, "%s: \"freeze\" is not a pattern of 1 to %d characters", where, ZS_FREEZE_MAX);
-	snprintf(m->freeze, sizeof m->freeze, "%s", fz->valuestring);
 	if (cJSON_GetObjectItemCaseSensitive(theory, "trainable_params") == NULL)
-		return zs_fail(cause, "%s: config.freeze without trainable_params: a theory.json of an older zerosim, "
-		               "whose floors count every parameter as trained; run zerosim theory again", path);
+		return zs_fail(cause, "%s: config.%s without trainable_params: a theory.json of an older zerosim, "
+		               "whose floors count every parameter as trained; run zerosim theory again", path,
+		               m->freeze[0] ? "freeze" : "lora_r");
 	if (read_uint(theory, "trainable_params", path, &m->trained, cause) < 0)
 		return -1;
 	if (m->trained > m->params)
@@ -82,34 +102,64 @@ static int read_freeze(const cJSON *theory, const char *path, const char *where,
 	return 0;
 }
 
-/* A frozen run's trainable_params against config.freeze over
- * config.model's shape (util/step.h's zs_freeze_trained, what the theory
- * wrote it from): a count edited by hand would move every frozen floor. */
-static int check_trained(const cJSON *model, const char *path, const struct report_tfm_model *m, char **cause)
+/* A frozen or LoRA run's trainable_params (and params) against its
+ * config over config.model's shape: the description zerosim's own step
+ * runs (util/lora.h's zs_lora_step_params: --freeze's marks, then the
+ * adapters), what the theory wrote them from; a count edited by hand
+ * would move every floor. */
+static int check_trained(const cJSON *model, const char *path, struct report_tfm_model *m, char **cause)
 {
 	char where[320], *why = NULL;
 	struct zs_model hf;
 	struct step_params p;
+	struct zs_config c;
 
 	snprintf(where, sizeof where, "%s: config.model", path);
 	if (zs_model_from_written(model, where, &hf, cause) < 0)
 		return -1;
-	if (zs_freeze_check(m->freeze, &why) < 0) {
+	if (m->freeze[0] && zs_freeze_check(m->freeze, &why) < 0) {
 		int r = zs_fail(cause, "%s: config.freeze: %s", path, why);
 		free(why);
 		return r;
 	}
-	step_params_build(&p, &hf);
-	step_params_freeze(&p, m->freeze);
+	zs_config_defaults(&c);
+	c.framework = ZS_FW_PAPER; /* the paper's and DeepSpeed's description is the same (zs_freeze_saved_spec) */
+	snprintf(c.freeze, sizeof c.freeze, "%s", m->freeze);
+	c.lora_r = (unsigned)m->lora_r;
+	c.lora_alpha = m->lora_alpha;
+	c.lora_dropout = 0;
+	snprintf(c.lora_targets, sizeof c.lora_targets, "%s", strcmp(m->lora_targets, "default") == 0 ? ""
+	                                                        : m->lora_targets);
+	if (zs_lora_step_params(&p, &hf, &hf, &c, &why) < 0) {
+		int r = zs_fail(cause, "%s: config.lora_targets: %s", path, why);
+		free(why);
+		return r;
+	}
 	uint64_t all = p.numel, trained = zs_freeze_trained(&p);
 	step_params_free(&p);
+	if (m->lora_r) { /* what the section names: the adapters zs_lora_step_params added */
+		struct zs_lora_set ls;
+		const char *t = zs_lora_targets(&hf, c.lora_targets, &why);
+		step_params_build(&p, &hf);
+		int bad = t == NULL || zs_lora_build(&ls, &p, &hf, c.lora_r, c.lora_targets, &why) != 0;
+		step_params_free(&p);
+		if (bad) {
+			int r = zs_fail(cause, "%s: config.lora_targets: %s", path, why);
+			free(why);
+			return r;
+		}
+		snprintf(m->lora_resolved, sizeof m->lora_resolved, "%s", t);
+		m->lora_n = (double)ls.n;
+		m->lora_rsum = (double)ls.n * ls.r;
+		zs_lora_free(&ls);
+	}
 	if ((double)all != m->params)
-		return zs_fail(cause, "%s: params %.0f is not the %llu elements of config.model's shape", path, m->params,
-		               (unsigned long long)all);
+		return zs_fail(cause, "%s: params %.0f is not the %llu elements of config.model's shape%s", path, m->params,
+		               (unsigned long long)all, m->lora_r ? " with its adapters" : "");
 	if ((double)trained != m->trained)
-		return zs_fail(cause, "%s: trainable_params %.0f is not the %llu that config.freeze leaves trainable of "
+		return zs_fail(cause, "%s: trainable_params %.0f is not the %llu that config.%s leaves trainable of "
 		               "config.model's %llu", path, m->trained, (unsigned long long)trained,
-		               (unsigned long long)all);
+		               m->lora_r ? "lora_r" : "freeze", (unsigned long long)all);
 	return 0;
 }
 
@@ -134,18 +184,19 @@ static int read_model(const cJSON *theory, const char *path, struct report_tfm_m
 	                                                                sizeof m->recompute, cause) < 0 ||
 	    read_uint(cfg, "seq", where, &m->seq, cause) < 0 || read_uint(cfg, "batch", where, &m->batch, cause) < 0)
 		return -1;
-	if (report_read_framework(cfg, where, &m->fw, cause) < 0 || read_freeze(theory, path, where, m, cause) < 0)
+	if (report_read_framework(cfg, where, &m->fw, cause) < 0)
 		return -1;
 	snprintf(m->framework, sizeof m->framework, "%s", m->fw.framework); /* known names: short */
 	const char *wrapper = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "wrapper"));
 	m->torch_step = wrapper != NULL && (strcmp(wrapper, "ddp") == 0 || strcmp(wrapper, "none") == 0 ||
 	                                    strcmp(wrapper, "fsdp") == 0);
-	/* zerosim's own step with LoRA adapters (docs/finetune.md): the
-	 * section's floors take the frozen base's Ψ_t from config.freeze only */
-	if (!m->torch_step && cJSON_GetObjectItemCaseSensitive(cfg, "lora_r") != NULL &&
-	    !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cfg, "lora_r")))
-		return zs_fail(cause, "%s: config.lora_r under zerosim's own step: the transformer section's floors do not "
-		               "take LoRA's adapters yet (the report is not written)", path);
+	const cJSON *lr = m->fw.step[ZS_SJ_LORA_R];
+	if (lr != NULL && !cJSON_IsNull(lr) && wrapper != NULL && strcmp(wrapper, "deepspeed") == 0)
+		return zs_fail(cause, "%s: config.lora_r under --wrapper deepspeed: the transformer section takes LoRA "
+		               "of zerosim's own step (--framework paper) only so far (this file has no trainable_params "
+		               "to judge it by)", path);
+	if (read_freeze(theory, path, where, m, cause) < 0)
+		return -1;
 	/* the PyTorch step's dropout, as its theory.json names it (zerosim's
 	 * own step runs none, and its file names no probability) */
 	static const char *const pdrop[] = {"embd_pdrop", "attn_pdrop", "resid_pdrop", "attention_dropout"};
@@ -205,7 +256,7 @@ static int read_model(const cJSON *theory, const char *path, struct report_tfm_m
 		               "params %.0f", where, (double)m->blocks,
 		               (double)m->u_embeddings + (double)m->blocks * (double)m->u_block + (double)m->u_head,
 		               (double)m->params);
-	if (m->freeze[0] && check_trained(model, path, m, cause) < 0)
+	if ((m->freeze[0] || m->lora_r) && check_trained(model, path, m, cause) < 0)
 		return -1;
 	m->model = cJSON_Duplicate(model, 1);
 	if (m->model == NULL)
@@ -290,14 +341,14 @@ static int read_row(const cJSON *row, const char *where, void *rp, void *ctx, ch
 	                          cause) < 0 ||
 	    read_terms(peak, at, m, r, cause) < 0)
 		return -1;
-	/* a frozen run's paper level over Ψ_t (docs/formats.md): an older
-	 * zerosim's counted every parameter as trained */
-	if (m->freeze[0]) {
+	/* a frozen or LoRA run's paper level over Ψ_t (docs/formats.md): an
+	 * older zerosim's counted every parameter as trained */
+	if (m->freeze[0] || m->lora_r) {
 		double pt;
 		if (cJSON_GetObjectItemCaseSensitive(peak, "trainable_params") == NULL)
-			return zs_fail(cause, "%s: config.freeze without peak.trainable_params: a theory.json of an older "
+			return zs_fail(cause, "%s: config.%s without peak.trainable_params: a theory.json of an older "
 			               "zerosim, whose paper level counts every parameter as trained; run zerosim theory "
-			               "again", at);
+			               "again", at, m->freeze[0] ? "freeze" : "lora_r");
 		if (read_uint(peak, "trainable_params", at, &pt, cause) < 0)
 			return -1;
 		if (pt != m->trained)
@@ -372,6 +423,22 @@ static struct report_join join_of(struct report_tfm_model *m)
 	return (struct report_join){sizeof(struct report_tfm_row), read_row, read_measured_run, m, m->name};
 }
 
+/* Whether two files fine-tune the model alike (config.freeze and LoRA's
+ * keys: both absent or equal): a frozen or LoRA run of a model is a model
+ * of its own in the section, beside the same model trained whole. The
+ * files' trees are alive while loading (report_load). */
+static int same_tuning(const struct report_framework *a, const struct report_framework *b)
+{
+	static const int keys[] = {ZS_SJ_FREEZE, ZS_SJ_LORA_R, ZS_SJ_LORA_ALPHA, ZS_SJ_LORA_TARGETS,
+	                           ZS_SJ_LORA_DROPOUT, ZS_SJ_QUANT_BASE, ZS_SJ_DOUBLE_QUANT};
+	for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+		const cJSON *x = a->step[keys[i]], *y = b->step[keys[i]];
+		if ((x == NULL) != (y == NULL) || (x != NULL && !cJSON_Compare(x, y, 1)))
+			return 0;
+	}
+	return 1;
+}
+
 int report_tfm_add(const cJSON *theory, const char *path, struct report_tfm *t, char **cause)
 {
 	struct report_tfm_model *m;
@@ -387,7 +454,7 @@ int report_tfm_add(const cJSON *theory, const char *path, struct report_tfm *t, 
 		goto fail;
 	for (size_t i = 0; i < t->n; i++)
 		if (strcmp(t->models[i].name, m->name) == 0 && strcmp(t->models[i].precision, m->precision) == 0 &&
-		    strcmp(t->models[i].framework, m->framework) == 0) {
+		    strcmp(t->models[i].framework, m->framework) == 0 && same_tuning(&t->models[i].fw, &m->fw)) {
 			zs_fail(cause, "%s and %s are both %s in %s precision%s; give each model once",
 			        t->models[i].path, path, m->name, m->precision, under(m->framework));
 			goto fail;
@@ -491,10 +558,13 @@ int report_tfm_add_measured(const cJSON *measured, const char *path, struct repo
 	struct report_framework fw;
 	if (report_read_framework(cfg, where, &fw, cause) < 0)
 		return -1;
-	for (i = 0; i < t->n && m == NULL; i++)
-		if (strcmp(t->models[i].name, name) == 0 && strcmp(t->models[i].precision, precision) == 0 &&
-		    strcmp(t->models[i].framework, fw.framework) == 0)
-			m = &t->models[i];
+	/* the theory fine-tuned alike; else the first of the model, which
+	 * report_same_framework then refuses naming the key that differs */
+	for (int alike = 1; alike >= 0 && m == NULL; alike--)
+		for (i = 0; i < t->n && m == NULL; i++)
+			if (strcmp(t->models[i].name, name) == 0 && strcmp(t->models[i].precision, precision) == 0 &&
+			    strcmp(t->models[i].framework, fw.framework) == 0 && (!alike || same_tuning(&t->models[i].fw, &fw)))
+				m = &t->models[i];
 	if (m == NULL)
 		return zs_fail(cause, "%s measures %.64s in %.16s precision%s, but no --transformer theory.json is of "
 		               "that model%s", path, name, precision, under(fw.framework),
@@ -560,8 +630,11 @@ size_t report_tfm_summary(const struct report_tfm *t)
 				        r->run.measured[REPORT_RESIDENT], r->run.schedule[REPORT_PEAK], r->run.schedule[REPORT_RESIDENT]);
 		}
 		int fw = strcmp(m->framework, "paper") != 0;
-		printf("zerosim report: transformer %s (%s%s%s): %zu rows, %zu measured, %zu unexplained", m->name,
-		       m->precision, fw ? ", framework " : "", fw ? m->framework : "", m->nrows, measured, unexplained);
+		printf("zerosim report: transformer %s (%s%s%s", m->name, m->precision, fw ? ", framework " : "",
+		       fw ? m->framework : "");
+		if (m->lora_r)
+			printf(", LoRA r = %.0f on %s", m->lora_r, m->lora_resolved);
+		printf("): %zu rows, %zu measured, %zu unexplained", m->nrows, measured, unexplained);
 		if (unchecked > 0)
 			printf(", %zu not checked (theory.json has no schedule for them)", unchecked);
 		if (routed > 0)
@@ -654,10 +727,14 @@ cJSON *report_tfm_diff_json(const struct report_tfm *t)
 		cJSON_AddStringToObject(o, "precision", m->precision);
 		cJSON_AddStringToObject(o, "framework", m->framework);
 		zs_json_add_number(o, "params", m->params);
-		if (m->freeze[0]) {
+		if (m->freeze[0])
 			cJSON_AddStringToObject(o, "freeze", m->freeze);
-			zs_json_add_number(o, "trainable_params", m->trained);
+		if (m->lora_r) {
+			zs_json_add_number(o, "lora_r", m->lora_r);
+			cJSON_AddStringToObject(o, "lora_targets", m->lora_resolved);
 		}
+		if (m->freeze[0] || m->lora_r)
+			zs_json_add_number(o, "trainable_params", m->trained);
 		pts = cJSON_AddArrayToObject(o, "points");
 		for (size_t j = 0; j < m->nrows; j++)
 			for (size_t k = 0; k < sizeof metrics / sizeof metrics[0]; k++) {
@@ -1055,41 +1132,23 @@ static void activations_table(const struct report_tfm_model *m, struct zs_buf *b
 	zs_buf_printf(b, "\\end{itemize}\n\n");
 }
 
-/* A frozen run (--freeze): its pattern, Ψ_t/Ψ, which columns are the
- * frozen run's, and the measurement's departure from the frozen floor by
- * cause at the table's N (report_classify.h's causes). */
-static void frozen_tex(const struct report_tfm_model *m, struct zs_buf *b)
+/* The measurement of each scheme at the table's N against its floor (a
+ * frozen or LoRA run's: Ψ_t), split by report_classify.h's causes. */
+static void by_cause(const struct report_tfm_model *m, const char *floor_name, struct zs_buf *b)
 {
 	const enum zs_unit u = report_tfm_unit(m);
 	const unsigned w = report_tfm_world(m);
 	struct report_data d;
 	int any = 0;
 
-	if (!m->freeze[0])
-		return;
 	data_of(m, &d);
-	zs_buf_printf(b, "\\paragraph{A frozen run.} \\texttt{-{}-freeze ");
-	tex(b, m->freeze);
-	zs_buf_printf(b, "}: $\\Psi_t = ");
-	grouped(b, m->trained);
-	zs_buf_printf(b, "$ of $\\Psi = ");
-	grouped(b, m->params);
-	zs_buf_printf(b, "$ parameters trained (%.1f\\,\\%%). The floor column is the frozen run's "
-	              "(docs/schedule.md, \\emph{The floors under -{}-freeze}): a frozen parameter holds its $p$ "
-	              "bytes, sharded as the scheme shards params, and no $g$, no $k$: DP $p\\Psi + (g+k)\\Psi_t$, "
-	              "ZeRO-1 $p\\Psi + g\\Psi_t + k\\Psi_t/N$, ZeRO-2 $p\\Psi + (g+k)\\Psi_t/N$, ZeRO-3 "
-	              "$(p\\Psi + (g+k)\\Psi_t)/N$. The paper level's columns (padding, gathered params, full "
-	              "grads, peak, and so peak / floor) are the frozen run's too, its grads and optimizer state "
-	              "over each unit's trainable elements%s; so are the schedule and the measurement.", 100 * m->trained / m->params,
-	              strcmp(m->framework, "paper") != 0 ? " (the framework's departures from that level follow "
-	              "this paragraph)" : "");
 	for (int s = 0; s < ZS_NSCHEMES; s++) {
 		const struct report_tfm_row *r = report_tfm_find(m, (enum zs_scheme)s, w, u);
 		struct report_point pt[2];
 		if (r == NULL || !classify(&d, r, REPORT_RESIDENT, &pt[0]) || !classify(&d, r, REPORT_PEAK, &pt[1]))
 			continue;
 		if (!any++)
-			zs_buf_printf(b, " The measurement against the frozen floor at $N = %u$, unit=%s, by cause:", w,
+			zs_buf_printf(b, " The measurement against the %s floor at $N = %u$, unit=%s, by cause:", floor_name, w,
 			              zs_unit_name(u));
 		else
 			zs_buf_printf(b, ";");
@@ -1113,13 +1172,182 @@ static void frozen_tex(const struct report_tfm_model *m, struct zs_buf *b)
 	zs_buf_printf(b, "%s\n\n", any ? "." : " No row of the table was measured against a schedule.");
 }
 
+/* A frozen run (--freeze): its pattern, Ψ_t/Ψ, which columns are the
+ * frozen run's, and the measurement's departure from the frozen floor by
+ * cause at the table's N (report_classify.h's causes). */
+static void frozen_tex(const struct report_tfm_model *m, struct zs_buf *b)
+{
+	if (!m->freeze[0])
+		return;
+	zs_buf_printf(b, "\\paragraph{A frozen run.} \\texttt{-{}-freeze ");
+	tex(b, m->freeze);
+	zs_buf_printf(b, "}: $\\Psi_t = ");
+	grouped(b, m->trained);
+	zs_buf_printf(b, "$ of $\\Psi = ");
+	grouped(b, m->params);
+	zs_buf_printf(b, "$ parameters trained (%.1f\\,\\%%). The floor column is the frozen run's "
+	              "(docs/schedule.md, \\emph{The floors under -{}-freeze}): a frozen parameter holds its $p$ "
+	              "bytes, sharded as the scheme shards params, and no $g$, no $k$: DP $p\\Psi + (g+k)\\Psi_t$, "
+	              "ZeRO-1 $p\\Psi + g\\Psi_t + k\\Psi_t/N$, ZeRO-2 $p\\Psi + (g+k)\\Psi_t/N$, ZeRO-3 "
+	              "$(p\\Psi + (g+k)\\Psi_t)/N$. The paper level's columns (padding, gathered params, full "
+	              "grads, peak, and so peak / floor) are the frozen run's too, its grads and optimizer state "
+	              "over each unit's trainable elements%s; so are the schedule and the measurement.", 100 * m->trained / m->params,
+	              strcmp(m->framework, "paper") != 0 ? " (the framework's departures from that level follow "
+	              "this paragraph)" : "");
+	by_cause(m, "frozen", b);
+}
+
+/* A row's breakdown (the schedule's or the measurement's) summed over
+ * the n categories c of one of LoRA's terms. */
+static double cats(const double *bd, const enum report_cat *c, size_t n)
+{
+	double v = 0;
+	for (size_t i = 0; i < n; i++)
+		v += bd[c[i]];
+	return v;
+}
+
+/* One term of LoRA's table: the schedule's and the measurement's bytes at
+ * the peak of each scheme at the table's N. */
+static void lora_row(const struct report_tfm_model *m, struct zs_buf *b, const char *name, const enum report_cat *c,
+                     size_t n, double scale)
+{
+	const enum zs_unit u = report_tfm_unit(m);
+	const unsigned w = report_tfm_world(m);
+
+	zs_buf_printf(b, "%s", name);
+	for (int s = 0; s < ZS_NSCHEMES; s++) {
+		const struct report_tfm_row *r = report_tfm_find(m, (enum zs_scheme)s, w, u);
+		if (r == NULL)
+			continue;
+		if (r->run.has_schedule && r->run.has_sched_peak_bd)
+			zs_buf_printf(b, " & %.1f", cats(r->run.sched_peak_bd, c, n) / scale);
+		else
+			zs_buf_printf(b, " & ---");
+		if (r->run.has_measured)
+			zs_buf_printf(b, " & %.1f", cats(r->run.peak_bd, c, n) / scale);
+		else
+			zs_buf_printf(b, " & ---");
+	}
+	zs_buf_printf(b, "\\\\\n");
+}
+
+/* A LoRA run under zerosim's own step (config.lora_r; docs/finetune.md,
+ * "LoRA under the paper's schedule"): the adapters the description
+ * holds, Ψ_t, the floor it is judged by, and each fine-tuning term at the
+ * peak, the schedule beside the measurement, by the tracker's categories:
+ * the frozen base holds params only, so the grads and optimizer state are
+ * the adapters' alone; the params are the base's and the adapters' (the
+ * measurement does not split them by tensor: the split is the
+ * description's); the adapters' saved x·Aᵀ are activations and the
+ * backward's [B·T, r] scratch is scratch. Then the departures by cause. */
+static void lora_tex(const struct report_tfm_model *m, struct zs_buf *b)
+{
+	static const enum report_cat params[] = {REPORT_CAT_PARAM16, REPORT_CAT_PARAM32};
+	static const enum report_cat grads[] = {REPORT_CAT_GRAD16, REPORT_CAT_GRAD32};
+	static const enum report_cat optim[] = {REPORT_CAT_MASTER32, REPORT_CAT_ADAM_M, REPORT_CAT_ADAM_V,
+	                                        REPORT_CAT_MOMENTUM};
+	static const enum report_cat trans[] = {REPORT_CAT_GATHERED, REPORT_CAT_FULL_GRADS, REPORT_CAT_BUCKETS,
+	                                        REPORT_CAT_UNKNOWN};
+	static const enum report_cat acts[] = {REPORT_CAT_ACTIVATIONS};
+	static const enum report_cat scratch[] = {REPORT_CAT_SCRATCH};
+	static const enum report_cat all[] = {REPORT_CAT_PARAM16, REPORT_CAT_PARAM32, REPORT_CAT_GRAD16,
+	                                      REPORT_CAT_GRAD32, REPORT_CAT_MASTER32, REPORT_CAT_ADAM_M,
+	                                      REPORT_CAT_ADAM_V, REPORT_CAT_MOMENTUM, REPORT_CAT_GATHERED,
+	                                      REPORT_CAT_FULL_GRADS, REPORT_CAT_ACTIVATIONS, REPORT_CAT_SCRATCH,
+	                                      REPORT_CAT_BUCKETS, REPORT_CAT_UNKNOWN};
+	const enum zs_unit u = report_tfm_unit(m);
+	const unsigned w = report_tfm_world(m);
+	const char *unit_name;
+	double top = 0, bt = m->batch * m->seq;
+	int ncols = 0;
+
+	if (!m->lora_r)
+		return;
+	zs_buf_printf(b, "\\paragraph{A LoRA run.} \\texttt{-{}-lora-r %.0f -{}-lora-alpha %g} over \\texttt{",
+	              m->lora_r, m->lora_alpha);
+	tex(b, m->lora_resolved);
+	zs_buf_printf(b, "}%s: %.0f adapters, each a trained lora\\_A $[r, \\mathit{in}]$ and lora\\_B "
+	              "$[\\mathit{out}, r]$ beside its frozen base layer (PEFT's LoraLayer; docs/finetune.md, "
+	              "\\emph{LoRA under the paper's schedule}). $\\Psi_t = ", strcmp(m->lora_targets, "default") == 0 ?
+	              " (PEFT's default for the family)" : "", m->lora_n);
+	grouped(b, m->trained);
+	zs_buf_printf(b, "$ (PEFT's count $\\sum r(\\mathit{in}+\\mathit{out})$) of $\\Psi = ");
+	grouped(b, m->params);
+	zs_buf_printf(b, "$ (%.2f\\,\\%%; the base's ", 100 * m->trained / m->params);
+	grouped(b, m->params - m->trained);
+	zs_buf_printf(b, " frozen). The floor column is the frozen run's with the adapters as $\\Psi_t$ "
+	              "(docs/schedule.md, \\emph{The floors under -{}-freeze}): the base holds its $p$ bytes an "
+	              "element and no $g$, no $k$; only the adapters carry grads and optimizer state: DP $p\\Psi + "
+	              "(g+k)\\Psi_t$, ZeRO-1 $p\\Psi + g\\Psi_t + k\\Psi_t/N$, ZeRO-2 $p\\Psi + (g+k)\\Psi_t/N$, "
+	              "ZeRO-3 $(p\\Psi + (g+k)\\Psi_t)/N$; so are the paper level's columns, the schedule and the "
+	              "measurement. The fine-tuning terms at the peak, by the tracker's categories (the schedule, "
+	              "then the measurement):\n\n");
+	for (int s = 0; s < ZS_NSCHEMES; s++) {
+		const struct report_tfm_row *r = report_tfm_find(m, (enum zs_scheme)s, w, u);
+		if (r == NULL)
+			continue;
+		ncols++;
+		top = fmax(top, fmax(r->run.has_measured ? r->run.measured[REPORT_PEAK] : 0,
+		                     r->run.has_schedule ? r->run.schedule[REPORT_PEAK] : 0));
+	}
+	if (ncols == 0)
+		return;
+	double scale = scale_of(top, &unit_name);
+	zs_buf_printf(b, "\\begin{center}\\footnotesize\n\\begin{tabular}{l");
+	for (int i = 0; i < ncols; i++)
+		zs_buf_printf(b, "rr");
+	zs_buf_printf(b, "}\n\\toprule\n$N = %u$, unit=%s", w, zs_unit_name(u));
+	for (int s = 0; s < ZS_NSCHEMES; s++)
+		if (report_tfm_find(m, (enum zs_scheme)s, w, u) != NULL)
+			zs_buf_printf(b, " & \\multicolumn{2}{c}{%s}", scheme_title[s]);
+	zs_buf_printf(b, "\\\\\n(%s per rank at the peak)", unit_name);
+	for (int i = 0; i < ncols; i++)
+		zs_buf_printf(b, " & schedule & measured");
+	zs_buf_printf(b, "\\\\\n\\midrule\n");
+	lora_row(m, b, "params: the frozen base's and the adapters'", params, sizeof params / sizeof *params, scale);
+	lora_row(m, b, "the adapters' grads", grads, sizeof grads / sizeof *grads, scale);
+	lora_row(m, b, "the adapters' optimizer state", optim, sizeof optim / sizeof *optim, scale);
+	lora_row(m, b, "gathered params, full grads", trans, sizeof trans / sizeof *trans, scale);
+	lora_row(m, b, "activations (the adapters' $x A^\\top$ among them)", acts, 1, scale);
+	lora_row(m, b, "scratch (the adapters' $[B T, r]$ among it)", scratch, 1, scale);
+	zs_buf_printf(b, "\\midrule\n");
+	lora_row(m, b, "peak", all, sizeof all / sizeof *all, scale);
+	zs_buf_printf(b, "\\bottomrule\n\\end{tabular}\n\\end{center}\n\n");
+	/* the split of the params and the adapters' saved tensors, from the
+	 * description (measured.json has the categories, not the tensors) */
+	zs_buf_printf(b, "Of the params, the frozen base is $p(\\Psi - \\Psi_t) = ");
+	grouped(b, m->p * (m->params - m->trained));
+	zs_buf_printf(b, "$ B and the adapters $p\\Psi_t = ");
+	grouped(b, m->p * m->trained);
+	zs_buf_printf(b, "$ B, where the scheme keeps params whole (DP, ZeRO-1, ZeRO-2; ZeRO-3 at $N = 1$); the "
+	              "measurement counts them as one category, measured.json naming no tensor. Each adapter saves "
+	              "$x A^\\top$, $[B T, r]$, for lora\\_B's weight gradient: $B T \\sum r \\cdot p = ");
+	grouped(b, bt * m->lora_rsum * m->p);
+	zs_buf_printf(b, "$ B over the %.0f adapters from their layer's forward to its backward, and the backward "
+	              "one $[B T, r]$ scratch (", m->lora_n);
+	grouped(b, bt * m->lora_r * m->p);
+	zs_buf_printf(b, " B); a frozen base linear keeps its input only where an adapter reads it. Not in this step: "
+	              "LoRA's dropout (its saved copies of the input; the paper's step refuses "
+	              "\\texttt{-{}-lora-dropout} above 0) and QLoRA's 4-bit base with its constants and dequantized "
+	              "temporary (\\texttt{-{}-quant-base nf4} runs in the PyTorch step alone): see the PyTorch step's "
+	              "section for those.");
+	by_cause(m, "LoRA run's", b);
+}
+
 static void model_tex(const struct report_tfm_model *m, struct zs_buf *b)
 {
 	zs_buf_printf(b, "\\subsection*{");
 	tex(b, m->name);
 	zs_buf_printf(b, " (%s): ", m->family);
 	grouped(b, m->params);
-	zs_buf_printf(b, " parameters}\n%.0f blocks, hidden %.0f, %.0f heads", m->blocks, m->hidden, m->heads);
+	zs_buf_printf(b, " parameters");
+	if (m->lora_r) {
+		zs_buf_printf(b, ", LoRA $r = %.0f$ on \\texttt{", m->lora_r);
+		tex(b, m->lora_resolved);
+		zs_buf_printf(b, "}");
+	}
+	zs_buf_printf(b, "}\n%.0f blocks, hidden %.0f, %.0f heads", m->blocks, m->hidden, m->heads);
 	if (m->kv_heads < m->heads)
 		zs_buf_printf(b, " (%.0f key-value)", m->kv_heads);
 	zs_buf_printf(b, ", MLP width %.0f, vocabulary %.0f, %s head; %s precision, sequence %.0f, "
@@ -1132,6 +1360,7 @@ static void model_tex(const struct report_tfm_model *m, struct zs_buf *b)
 	units_table(m, b);
 	peak_table(m, b);
 	frozen_tex(m, b);
+	lora_tex(m, b);
 	framework_departures(m, b);
 	activations_table(m, b);
 }

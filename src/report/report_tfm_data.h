@@ -56,6 +56,16 @@ struct report_tfm_model {
 	 * trainable_params; params without freeze), which its floors count */
 	char freeze[ZS_FREEZE_MAX + 1];
 	double trained;
+	/* --lora-r under zerosim's own step (config.lora_r, 0 without):
+	 * the adapters are Ψ_t, the base frozen (docs/finetune.md); the
+	 * targets as the file names them ("default": the family's) */
+	double lora_r, lora_alpha;
+	char lora_targets[ZS_LORA_TARGETS_MAX + 1];
+	/* from the step description (util/lora.h's zs_lora_build over
+	 * config.model): the targets it resolved ("default": PEFT's for the
+	 * family), its adapters and Σ r over them (x·Aᵀ's width) */
+	char lora_resolved[ZS_LORA_TARGETS_MAX + 1];
+	double lora_n, lora_rsum;
 	int tied, flash;
 	int torch_step;                      /* config.wrapper none, ddp or fsdp: the PyTorch step, not zerosim's own */
 	int dropout;                         /* the PyTorch step's config.model has a dropout probability > 0 */

@@ -27,6 +27,8 @@ const char *const report_torch_class_title[RT_NCLASSES] = {
 	[RT_STEP] = "Adam's step counters",
 	[RT_BUFFER] = "the model's buffers",
 	[RT_INPUT] = "the batch",
+	[RT_DEQUANT] = "the 4-bit base's dequantized weight",
+	[RT_QCLONE] = "PEFT's clone of the 4-bit result",
 };
 
 static const char *const phase_key[RT_NPHASES] = {"forward", "backward", "optimizer"};
@@ -70,6 +72,15 @@ static const char *const loss_ops[] = {
  * flight. */
 static const char *const dropout_ops[] = {"empty_like (dropout noise)", "zeros (dropout p = 1)", NULL};
 
+/* QLoRA's 4-bit base (util/autograd.c's q4_*; docs/finetune.md, "QLoRA's
+ * 4-bit base"): MatMul4Bit's dequantize_4bit into a temporary of the
+ * run's dtype, in forward and again in backward (bitsandbytes 0.47.0
+ * autograd/_functions.py lines 380 and 411), with double quantization
+ * first the fp32 absmax back (functional.py lines 981-984); and PEFT's
+ * `result = result.clone()` (tuners/lora/bnb.py line 533). The base's
+ * packed weights, absmax and code are buffers (role buffer). */
+static const char *const dequant_ops[] = {"dequantize_4bit", "dequantize_blockwise (absmax)", NULL};
+
 /* Whether a temporary is one of an op-by-op activation's or norm's
  * intermediates: GPT-2's gelu_new runs in c_fc's module after its addmm
  * (everything there but the addmm, its backward's products and the
@@ -106,6 +117,10 @@ enum report_torch_class report_torch_class(const char *role, const char *what, c
 		return RT_TIED;
 	if (among(what, dropout_ops))
 		return RT_DROPOUT;
+	if (among(what, dequant_ops))
+		return RT_DEQUANT;
+	if (strcmp(what, "clone (lora.bnb.Linear4bit's result)") == 0)
+		return RT_QCLONE;
 	if (op_by_op(what, module))
 		return RT_OPBYOP;
 	return strcmp(made, "forward") == 0 ? RT_ACT : RT_BWD;
@@ -216,6 +231,18 @@ static int optional_run_keys(struct report_torch_run *r, const cJSON *cfg, const
 			return -1;
 		if (!(r->lora_alpha > 0) || !(r->lora_dropout >= 0 && r->lora_dropout < 1))
 			return zs_fail(cause, "%s: config.lora_alpha is not above 0 or config.lora_dropout not in [0, 1)", path);
+		/* QLoRA's 4-bit base (written with --lora-r only) */
+		const cJSON *qb = cJSON_GetObjectItemCaseSensitive(cfg, "quant_base");
+		const cJSON *dq = cJSON_GetObjectItemCaseSensitive(cfg, "double_quant");
+		if (qb != NULL && !cJSON_IsNull(qb)) {
+			const char *q = cJSON_GetStringValue(qb);
+			if (q == NULL || (strcmp(q, "nf4") != 0 && strcmp(q, "none") != 0) ||
+			    (dq != NULL && !cJSON_IsBool(dq)))
+				return zs_fail(cause, "%s: config.quant_base is not nf4 or none, or double_quant not true or false",
+				               path);
+			r->nf4 = strcmp(q, "nf4") == 0;
+			r->double_quant = r->nf4 && cJSON_IsTrue(dq);
+		}
 	}
 	if (cJSON_GetObjectItemCaseSensitive(cfg, "grad_accum") != NULL) {
 		if (report_read_bytes(cfg, "grad_accum", path, &r->grad_accum, cause) < 0)
@@ -325,7 +352,8 @@ int report_torch_add(struct report_torch *t, const cJSON *theory, const char *pa
 		    strcmp(m->runs[k].device, r.device) == 0 && strcmp(m->runs[k].freeze, r.freeze) == 0 &&
 		    m->runs[k].grad_accum == r.grad_accum && m->runs[k].lora_r == r.lora_r &&
 		    strcmp(m->runs[k].lora_targets, r.lora_targets) == 0 && m->runs[k].lora_alpha == r.lora_alpha &&
-		    m->runs[k].lora_dropout == r.lora_dropout && strcmp(m->runs[k].precision, r.precision) == 0)
+		    m->runs[k].lora_dropout == r.lora_dropout && m->runs[k].nf4 == r.nf4 &&
+		    m->runs[k].double_quant == r.double_quant && strcmp(m->runs[k].precision, r.precision) == 0)
 			return zs_fail(cause, "%s: the plain loop of %s under the same settings is given twice (first: %s)",
 			               path, r.name, m->runs[k].path);
 	m->runs = zs_realloc(m->runs, (m->nruns + 1) * sizeof *m->runs);
@@ -340,7 +368,10 @@ void report_torch_note_paper(struct report_torch *t, const cJSON *theory)
 	const char *name = cJSON_GetStringValue(
 		cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cfg, "model"), "name"));
 	const cJSON *seq = cJSON_GetObjectItemCaseSensitive(cfg, "seq"), *batch = cJSON_GetObjectItemCaseSensitive(cfg, "batch");
+	const cJSON *fz = cJSON_GetObjectItemCaseSensitive(cfg, "freeze"), *lr = cJSON_GetObjectItemCaseSensitive(cfg, "lora_r");
 	if ((fw != NULL && strcmp(fw, "paper") != 0) || name == NULL || !cJSON_IsNumber(seq) || !cJSON_IsNumber(batch))
+		return;
+	if ((fz != NULL && !cJSON_IsNull(fz)) || (lr != NULL && !cJSON_IsNull(lr))) /* as report_torch_join */
 		return;
 	cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(theory, "rows")) {
 		const char *sch = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(row, "scheme"));
@@ -368,8 +399,11 @@ int report_torch_join(struct report_torch *t, const struct report_tfm *tf, char 
 		const struct report_tfm_model *other = NULL;   /* the same run of the paper at another routing */
 		for (size_t k = 0; k < tf->n && row == NULL; k++) {
 			const struct report_tfm_model *p = &tf->models[k];
+			/* the paper's schedule trains every parameter: not a frozen or
+			 * LoRA run's (a model of its own in the transformer section) */
 			if (strcmp(p->name, m->name) != 0 || strcmp(p->framework, "paper") != 0 ||
-			    strcmp(p->precision, "fp32") != 0 || p->seq != m->seq || p->batch != m->batch)
+			    strcmp(p->precision, "fp32") != 0 || p->seq != m->seq || p->batch != m->batch ||
+			    p->freeze[0] != '\0' || p->lora_r > 0)
 				continue;
 			if (report_moe_same(p->moe.arg, m->routing))
 				row = report_tfm_find(p, ZS_DP, 1, ZS_UNIT_LAYER);
@@ -445,7 +479,7 @@ static char freeze_letter(const struct report_torch_model *m, size_t k)
 const char *report_torch_label(const struct report_torch_model *m, size_t k, char *buf, size_t n)
 {
 	const struct report_torch_run *r = &m->runs[k];
-	int zg = 0, oi = 0, at = 0, fz = 0, ga = 0, lo = 0, la = 0, ld = 0, pr = 0;
+	int zg = 0, oi = 0, at = 0, fz = 0, ga = 0, lo = 0, la = 0, ld = 0, pr = 0, q4 = 0;
 	for (size_t j = 0; j < m->nruns; j++) {
 		const struct report_torch_run *o = &m->runs[j];
 		if (j == k || strcmp(o->version, r->version) != 0)
@@ -459,6 +493,7 @@ const char *report_torch_label(const struct report_torch_model *m, size_t k, cha
 		/* (alpha and dropout tell LoRA runs apart; a run without is "no LoRA") */
 		la |= o->lora_r > 0 && o->lora_alpha != r->lora_alpha;
 		ld |= o->lora_r > 0 && o->lora_dropout != r->lora_dropout;
+		q4 |= o->lora_r > 0 && (o->nf4 != r->nf4 || o->double_quant != r->double_quant);
 		pr |= strcmp(o->precision, r->precision) != 0;
 	}
 	/* (a label is also gnuplot's, quoted: the pattern itself is in the
@@ -476,6 +511,9 @@ const char *report_torch_label(const struct report_torch_model *m, size_t k, cha
 		snprintf(k_of + strlen(k_of), sizeof k_of - strlen(k_of), ", alpha %g", r->lora_alpha);
 	if (ld && r->lora_r > 0)
 		snprintf(k_of + strlen(k_of), sizeof k_of - strlen(k_of), ", dropout %g", r->lora_dropout);
+	if (q4 && r->lora_r > 0)
+		snprintf(k_of + strlen(k_of), sizeof k_of - strlen(k_of), ", %s", !r->nf4 ? "fp32 base"
+		         : r->double_quant ? "nf4 dq" : "nf4");
 	if (fz && !r->freeze[0])
 		snprintf(fz_of, sizeof fz_of, ", all trained");
 	else if (fz)
@@ -623,7 +661,16 @@ static void dropout_item(struct zs_buf *b, const struct report_torch_model *m)
 	              "the next op keeps, counted with the other activations below: ");
 	per_run(b, m, at_peak, RT_DROPOUT);
 	zs_buf_printf(b, " (CUDA's fused \\texttt{native\\_dropout} would keep a bool mask, 1 byte an element; "
-	              "docs/schedule.md, ``Dropout'');\n");
+	              "docs/schedule.md, ``Dropout'')");
+	int lora = 0;
+	for (size_t k = 0; k < m->nruns; k++)
+		lora |= m->runs[k].lora_r > 0 && m->runs[k].lora_dropout > 0;
+	if (lora)
+		zs_buf_printf(b, "; with \\texttt{--lora-dropout} above 0 LoRA's dropout on each adapter's input "
+		              "(PEFT's \\texttt{lora\\_A(dropout(x))}, tuners/lora/layer.py) is among it: its noise, a copy "
+		              "of the adapted layer's input's size, and its output, which lora\\_A keeps in $x$'s place "
+		              "(counted with the activations below)");
+	zs_buf_printf(b, ";\n");
 }
 
 /* "single-tensor", "foreach", "fused" */
@@ -653,6 +700,29 @@ static void frozen_item(struct zs_buf *b, const struct report_torch_model *m)
 	zs_buf_printf(b, ";\n");
 }
 
+/* QLoRA's 4-bit base (--quant-base nf4): where its terms are at the peak. */
+static void qlora_item(struct zs_buf *b, const struct report_torch_model *m)
+{
+	int any = 0;
+	for (size_t k = 0; k < m->nruns; k++)
+		any |= m->runs[k].nf4;
+	if (!any)
+		return;
+	zs_buf_printf(b, "\\item QLoRA's 4-bit base (\\texttt{--quant-base nf4}; bitsandbytes 0.47.0's Linear4bit, "
+	              "docs/finetune.md), which the paper's schedule does not hold: every linear layer's weight but "
+	              "the output embedding's is packed two to a byte with an fp32 absmax per 64 elements (with double quantization an 8-bit "
+	              "absmax, an fp32 constant per 256 blocks and the 256-entry map), its fp32 weight freed; those "
+	              "storages are buffers, counted in the model's buffers below (the theory's \\texttt{peak\\_live} "
+	              "groups every buffer as one, so they are not shown apart here). The weight dequantized into a "
+	              "temporary of the run's dtype, in each 4-bit layer's forward and again in its backward, freed "
+	              "when its product returns: ");
+	per_run(b, m, at_peak, RT_DEQUANT);
+	zs_buf_printf(b, " at the peak (none where the peak falls between two layers' products); PEFT's defensive "
+	              "clone of the 4-bit layer's result (tuners/lora/bnb.py line 533): ");
+	per_run(b, m, at_peak, RT_QCLONE);
+	zs_buf_printf(b, ";\n");
+}
+
 static void departures(struct zs_buf *b, const struct report_torch_model *m)
 {
 	const struct report_torch_run *r0 = &m->runs[0];
@@ -678,7 +748,10 @@ static void departures(struct zs_buf *b, const struct report_torch_model *m)
 		if (r->lora_r > 0) {
 			zs_buf_printf(b, ", LoRA r = %.0f over \\texttt{", r->lora_r);
 			report_buf_tex(b, r->lora_targets);
-			zs_buf_printf(b, "} (its base frozen)");
+			zs_buf_printf(b, "} (its base frozen%s%s)", r->nf4 ? ", 4-bit NF4" : "",
+			              r->nf4 ? (r->double_quant ? " with double quantization" : " without double quantization") : "");
+			if (r->lora_dropout > 0)
+				zs_buf_printf(b, ", LoRA dropout %g", r->lora_dropout);
 		}
 		zs_buf_printf(b, ") is ");
 		bytes(b, r->peak);
@@ -687,6 +760,7 @@ static void departures(struct zs_buf *b, const struct report_torch_model *m)
 	}
 	zs_buf_printf(b, ". The departures, at each one's peak:\n\\begin{itemize}\n");
 	frozen_item(b, m);
+	qlora_item(b, m);
 	zs_buf_printf(b, "\\item the loss's buffers (the labels padded and shifted, the log-softmax "
 	              "\\texttt{cross\\_entropy} keeps, its gradient and nll\\_loss's): ");
 	per_run(b, m, at_peak, RT_LOSS);

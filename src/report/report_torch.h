@@ -48,6 +48,8 @@ enum report_torch_class {
 	RT_STEP,     /* Adam's step counters */
 	RT_BUFFER,   /* the model's registered buffers (causal mask, inv_freq) */
 	RT_INPUT,    /* the batch: input ids and labels */
+	RT_DEQUANT,  /* QLoRA: the 4-bit base's dequantized weight (and absmax), per layer */
+	RT_QCLONE,   /* QLoRA: PEFT's defensive clone of the 4-bit layer's result */
 	RT_NCLASSES
 };
 extern const char *const report_torch_class_title[RT_NCLASSES];
@@ -69,6 +71,7 @@ struct report_torch_run {
 	double lora_r;                       /* config.lora_r, 0 without LoRA */
 	char lora_targets[128];              /* config.lora_targets, "" without LoRA */
 	double lora_alpha, lora_dropout;     /* config.lora_alpha, lora_dropout; 0 without LoRA */
+	int nf4, double_quant;               /* config.quant_base "nf4", config.double_quant true */
 	char precision[16];                  /* config.precision: fp32, amp-bf16 */
 	int tied;
 	double seq, batch;
