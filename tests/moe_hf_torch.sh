@@ -46,7 +46,8 @@
 #    idle on both: the theory given every rank's routing equals each
 #    rank's bytes, peak and marks, and util/ag_ddp.c's list each rank's
 #    clean step event for event; measure refuses that routing and the
-#    theory an expert idle on every rank in the first step, by name; and
+#    theory an expert idle on every rank in the first step and
+#    output_router_logits true, by name; and
 #    measure of the tiny mixtral at B 2 T 16 (every expert used) equals
 #    its theory;
 #  - refused by name: a routing whose first step leaves an expert without a
@@ -447,6 +448,11 @@ PY
 	# shellcheck disable=SC2086
 	refuse "$tag: idle on every rank in step 1" "block 0's expert 0 gets no token on any rank in the run's first step: under --ddp-find-unused the reducer leaves its .grad None" \
 		"$zerosim" theory --model "$tmp/config.json" --seq "$2" --batch "$1" $uopts --routing "$tmp/idle-$tag.json"
+	# output_router_logits true: _DDPSink clones the router logits and the aux loss too (not placed)
+	sed 's/}[[:space:]]*$/, "output_router_logits": true}/' "$tmp/config.json" >"$tmp/unused-aux.json" || exit 99
+	# shellcheck disable=SC2086
+	refuse "$tag: output_router_logits" "with output_router_logits true (_DDPSink's clones of the router logits and the aux loss): not built yet" \
+		"$zerosim" theory --model "$tmp/unused-aux.json" --seq "$2" --batch "$1" $uopts --routing "$tmp/routing-$tag.json"
 }
 unused 1 9
 # measure under --ddp-find-unused on of a mixture whose every expert gets
