@@ -212,6 +212,21 @@ impl=single
 # --wrapper ddp --world N (each rank's routing found on it) against the
 # theory given measure's own routing: every rank's row and marks
 sed 's/"intermediate_size": 96/"intermediate_size": 512/' "$tmp/config.json" >"$tmp/wide.json"
+# rank_check (ddp_rank.py, imported by ddp's and unused's checks): rank
+# k's figures r of the reference against the theory's per_rank per: its
+# bytes between steps (the same after every step), its peak (`peak`) and
+# every mark; appends to bad
+cat >"$tmp/ddp_rank.py" <<'PY'
+def rank_check(r, per, k, peak, bad):
+    marks, want = per["marks"][k], dict(r["boundaries"])
+    if per["resident_bytes"][k] != r["between_steps"][-1] or len(set(r["between_steps"])) != 1:
+        bad.append("rank %d: between steps %s, the theory %d" % (k, r["between_steps"], per["resident_bytes"][k]))
+    if per["peak_bytes"][k] != peak:
+        bad.append("rank %d: peak %d, the theory %d" % (k, peak, per["peak_bytes"][k]))
+    bad += ["rank %d: mark %s %d, the theory %d" % (k, x, want.get(x, -1), v) for x, v in marks.items() if want.get(x) != v]
+    if len(marks) < 29:
+        bad.append("rank %d: the theory names %d marks" % (k, len(marks)))
+PY
 ddp() {
 	tag=ddp$1${3:-} cfg=${2:-$tmp/wide.json}
 	"$py" "$src/tests/hf_torch.py" --model "$cfg" --seq 16 --batch 2 --steps $S --zero-grad zeros \
@@ -242,8 +257,10 @@ PY
 		{ fail "$tag: theory --routing (measure's): $(cat "$tmp/err")"; return; }
 	"$top/tests/json_agree" "$tmp/m-$tag.json" "$tmp/tm-$tag.json" >"$tmp/out" 2>&1 ||
 		{ fail "$tag: theory --routing (measure's) against measure: $(cat "$tmp/out")"; return; }
-	python3 - "$tmp/ref-$tag.json" "$tmp/t-$tag.json" "$tmp/m-$tag.json" "$tmp/tm-$tag.json" "$1" <<'PY' || status=1
+	python3 - "$tmp/ref-$tag.json" "$tmp/t-$tag.json" "$tmp/m-$tag.json" "$tmp/tm-$tag.json" "$1" "$tmp" <<'PY' || status=1
 import json, sys
+sys.path.insert(0, sys.argv[6])
+from ddp_rank import rank_check
 ref, t, m, tm = (json.load(open(f)) for f in sys.argv[1:5])
 N, bad = int(sys.argv[5]), []
 per = t["rows"][0]["schedule"]["per_rank"]
@@ -251,14 +268,7 @@ peaks = []
 for k, r in enumerate(ref["ranks"]):
     peak = max([r["peak"]] + r["step_peaks"][1:])  # the run's after its first step
     peaks.append(peak)
-    marks, want = per["marks"][k], dict(r["boundaries"])
-    if per["resident_bytes"][k] != r["between_steps"][-1] or len(set(r["between_steps"])) != 1:
-        bad.append("rank %d: between steps %s, the theory %d" % (k, r["between_steps"], per["resident_bytes"][k]))
-    if per["peak_bytes"][k] != peak:
-        bad.append("rank %d: peak %d, the theory %d" % (k, peak, per["peak_bytes"][k]))
-    bad += ["rank %d: mark %s %d, the theory %d" % (k, x, want.get(x, -1), v) for x, v in marks.items() if want.get(x) != v]
-    if len(marks) < 29:
-        bad.append("rank %d: the theory names %d marks" % (k, len(marks)))
+    rank_check(r, per, k, peak, bad)
 if len(set(peaks)) == 1:
     bad.append("the ranks' peaks are alike (%d): the row cannot tell each rank's routing from rank 0's" % peaks[0])
 mr, ts = m["runs"][0]["per_rank"], tm["rows"][0]["schedule"]["per_rank"]
@@ -397,21 +407,16 @@ print(" ".join(str(n) for b in json.load(open(sys.argv[1]))["ranks"][int(sys.arg
 			zero-grad=zeros optimizer-impl=single precision=fp32 wrapper=ddp ddp-find-unused=on -- $counts \
 			>"$tmp/ev-$tag.$k" || { fail "$tag: tests/ag_events rank $k"; return; }
 	done
-	python3 - "$tmp/ref-$tag.json" "$tmp/t-$tag.json" "$tmp/ev-$tag" "$tmp/trace-$tag" "$tag" <<'PY' || status=1
+	python3 - "$tmp/ref-$tag.json" "$tmp/t-$tag.json" "$tmp/ev-$tag" "$tmp/trace-$tag" "$tag" "$tmp" <<'PY' || status=1
 import json, sys
+sys.path.insert(0, sys.argv[6])
+from ddp_rank import rank_check
 ref, t = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 ev, trace, tag, bad = sys.argv[3], sys.argv[4], sys.argv[5], []
 per = t["rows"][0]["schedule"]["per_rank"]
 for k, r in enumerate(ref["ranks"]):
     peak = max([r["peak"]] + r["step_peaks"][1:])  # the run's after its first step
-    marks, want = per["marks"][k], dict(r["boundaries"])
-    if per["resident_bytes"][k] != r["between_steps"][-1] or len(set(r["between_steps"])) != 1:
-        bad.append("rank %d: between steps %s, the theory %d" % (k, r["between_steps"], per["resident_bytes"][k]))
-    if per["peak_bytes"][k] != peak:
-        bad.append("rank %d: peak %d, the theory %d" % (k, peak, per["peak_bytes"][k]))
-    bad += ["rank %d: mark %s %d, the theory %d" % (k, x, want.get(x, -1), v) for x, v in marks.items() if want.get(x) != v]
-    if len(marks) < 29:
-        bad.append("rank %d: the theory names %d marks" % (k, len(marks)))
+    rank_check(r, per, k, peak, bad)
     z, p = open("%s.%d" % (ev, k)).read().split(), open("%s.rank%d.clean" % (trace, k)).read().split()
     at = next((i for i, (a, b) in enumerate(zip(z, p)) if a != b), None)
     if at is not None or len(z) != len(p) or not z:
