@@ -40,6 +40,16 @@
 #    0.02) the mixtral, qwen2_moe and qwen3_moe at B 2 T 16 (bytes, peak,
 #    marks, every event) and the 512-wide mixtral under DDP N = 2 (each
 #    rank, and measure against its theory) the same;
+#  - under DDP N = 2 with find_unused_parameters (--ddp-find-unused on;
+#    hf_torch.py --ddp 2 --ddp-find-unused --trace) the tiny mixtral at
+#    B 1 T 9, its steady step leaving experts idle on one rank and one
+#    idle on both: the theory given every rank's routing equals each
+#    rank's bytes, peak and marks, and util/ag_ddp.c's list each rank's
+#    clean step event for event; measure refuses that routing and the
+#    theory an expert idle on every rank in the first step and
+#    output_router_logits true, by name; and
+#    measure of the tiny mixtral at B 2 T 16 (every expert used) equals
+#    its theory;
 #  - refused by name: a routing whose first step leaves an expert without a
 #    token (at B 1 T 2: its .grad stays None), under --wrapper ddp a step
 #    leaving an expert idle on any rank (1.13's reducer raises "Expected to
@@ -49,7 +59,7 @@
 #    a step keeps no grad). (measure runs the step: tests/moe_measure.sh
 #    holds it to this theory too.)
 #
-# About 95 s. Exit 0 pass, 1 fail, 77 skip (no PyTorch; ZS_REQUIRE_TORCH=1
+# About 120 s (the find_unused rows about 25 of them). Exit 0 pass, 1 fail, 77 skip (no PyTorch; ZS_REQUIRE_TORCH=1
 # makes that a failure), 99 hard error.
 name=moe_hf_torch
 needs="${ZS_BUILDDIR:-.}/tests/ag_events ${ZS_BUILDDIR:-.}/tests/json_agree"
@@ -202,6 +212,21 @@ impl=single
 # --wrapper ddp --world N (each rank's routing found on it) against the
 # theory given measure's own routing: every rank's row and marks
 sed 's/"intermediate_size": 96/"intermediate_size": 512/' "$tmp/config.json" >"$tmp/wide.json"
+# rank_check (ddp_rank.py, imported by ddp's and unused's checks): rank
+# k's figures r of the reference against the theory's per_rank per: its
+# bytes between steps (the same after every step), its peak (`peak`) and
+# every mark; appends to bad
+cat >"$tmp/ddp_rank.py" <<'PY'
+def rank_check(r, per, k, peak, bad):
+    marks, want = per["marks"][k], dict(r["boundaries"])
+    if per["resident_bytes"][k] != r["between_steps"][-1] or len(set(r["between_steps"])) != 1:
+        bad.append("rank %d: between steps %s, the theory %d" % (k, r["between_steps"], per["resident_bytes"][k]))
+    if per["peak_bytes"][k] != peak:
+        bad.append("rank %d: peak %d, the theory %d" % (k, peak, per["peak_bytes"][k]))
+    bad += ["rank %d: mark %s %d, the theory %d" % (k, x, want.get(x, -1), v) for x, v in marks.items() if want.get(x) != v]
+    if len(marks) < 29:
+        bad.append("rank %d: the theory names %d marks" % (k, len(marks)))
+PY
 ddp() {
 	tag=ddp$1${3:-} cfg=${2:-$tmp/wide.json}
 	"$py" "$src/tests/hf_torch.py" --model "$cfg" --seq 16 --batch 2 --steps $S --zero-grad zeros \
@@ -232,8 +257,10 @@ PY
 		{ fail "$tag: theory --routing (measure's): $(cat "$tmp/err")"; return; }
 	"$top/tests/json_agree" "$tmp/m-$tag.json" "$tmp/tm-$tag.json" >"$tmp/out" 2>&1 ||
 		{ fail "$tag: theory --routing (measure's) against measure: $(cat "$tmp/out")"; return; }
-	python3 - "$tmp/ref-$tag.json" "$tmp/t-$tag.json" "$tmp/m-$tag.json" "$tmp/tm-$tag.json" "$1" <<'PY' || status=1
+	python3 - "$tmp/ref-$tag.json" "$tmp/t-$tag.json" "$tmp/m-$tag.json" "$tmp/tm-$tag.json" "$1" "$tmp" <<'PY' || status=1
 import json, sys
+sys.path.insert(0, sys.argv[6])
+from ddp_rank import rank_check
 ref, t, m, tm = (json.load(open(f)) for f in sys.argv[1:5])
 N, bad = int(sys.argv[5]), []
 per = t["rows"][0]["schedule"]["per_rank"]
@@ -241,14 +268,7 @@ peaks = []
 for k, r in enumerate(ref["ranks"]):
     peak = max([r["peak"]] + r["step_peaks"][1:])  # the run's after its first step
     peaks.append(peak)
-    marks, want = per["marks"][k], dict(r["boundaries"])
-    if per["resident_bytes"][k] != r["between_steps"][-1] or len(set(r["between_steps"])) != 1:
-        bad.append("rank %d: between steps %s, the theory %d" % (k, r["between_steps"], per["resident_bytes"][k]))
-    if per["peak_bytes"][k] != peak:
-        bad.append("rank %d: peak %d, the theory %d" % (k, peak, per["peak_bytes"][k]))
-    bad += ["rank %d: mark %s %d, the theory %d" % (k, x, want.get(x, -1), v) for x, v in marks.items() if want.get(x) != v]
-    if len(marks) < 29:
-        bad.append("rank %d: the theory names %d marks" % (k, len(marks)))
+    rank_check(r, per, k, peak, bad)
 if len(set(peaks)) == 1:
     bad.append("the ranks' peaks are alike (%d): the row cannot tell each rank's routing from rank 0's" % peaks[0])
 mr, ts = m["runs"][0]["per_rank"], tm["rows"][0]["schedule"]["per_rank"]
@@ -266,15 +286,16 @@ sys.exit(1 if bad else 0)
 PY
 }
 
-# refused: one line on stderr, exit 2, nothing written (refuse LABEL PATTERN COMMAND...)
+# refused: one line on stderr, exit 2 (or $want_rc), nothing written (refuse LABEL PATTERN COMMAND...)
 refuse() {
 	label=$1 pattern=$2
 	shift 2
 	rm -f "$tmp/x.json" # a row that failed by writing it fails alone
 	"$@" --out "$tmp/x.json" 2>"$tmp/err"
 	rc=$?
-	if [ $rc -ne 2 ] || ! grep -q -- "$pattern" "$tmp/err" || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/x.json" ]; then
-		fail "$label: exit $rc, '$(cat "$tmp/err")' (want 2 and '$pattern')"
+	if [ $rc -ne "${want_rc:-2}" ] || ! grep -q -- "$pattern" "$tmp/err" || [ "$(wc -l <"$tmp/err")" -ne 1 ] ||
+		[ -e "$tmp/x.json" ]; then
+		fail "$label: exit $rc, '$(cat "$tmp/err")' (want ${want_rc:-2} and '$pattern')"
 	fi
 }
 ddp 2
@@ -332,5 +353,128 @@ for q in config qwen_moe qwen3_moe; do
 done
 aux "$tmp/wide.json" "$tmp/wide-aux.json"
 ddp 2 "$tmp/wide-aux.json" -aux
-[ $status -eq 0 ] && echo "$name: the tiny mixtral's (B 2 T 16, single and foreach Adam; B 1 T 8, an expert idle), qwen2_moe's and qwen3_moe's (B 2 T 16) PyTorch step, and the 512-wide mixtral's ranks under DDP N = 2 and 3, equal 1.13's allocator to the byte, with the auxiliary loss too (the three at B 2 T 16, the 512-wide one under DDP N = 2); the refusals hold"
+
+# unused B T: DDP N = 2 with find_unused_parameters=True (--ddp-find-unused
+# on; hf_torch.py --ddp 2 --ddp-find-unused --trace, every rank's
+# allocator, routing and clean step) on the tiny mixtral at B x T, whose
+# steady step (the third) leaves an expert idle on one rank and used on
+# the other (at B 1 T 4 block 1's experts 0 and 2 on rank 0, 1 and 3 on
+# rank 1; the first step leaves block 0's expert 0 idle on rank 0, its
+# .grad made at finalize from the bucket): the reducer marks the idle
+# expert's parameters ready at the first hook (util/ag_ddp.c). The theory
+# given every rank's routing equals each rank's bytes between steps, peak
+# and every mark, and util/ag_ddp.c's step (tests/ag_events, wrapper=ddp)
+# each rank's clean step, allocation for allocation. Then refused by name:
+# measure with such a routing, and an expert idle on every rank in the
+# first step (its .grad stays None, Adam skips it: hf_torch.py at B 1 T 2,
+# block 0's expert 3, holds 221,184 B less between steps, not described)
+unused() {
+	tag=unused-$1-$2
+	"$py" "$src/tests/hf_torch.py" --model "$tmp/config.json" --seq "$2" --batch "$1" --steps $S --zero-grad zeros \
+		--optimizer-impl single --no-attribution --ddp 2 --ddp-find-unused --trace "$tmp/trace-$tag" \
+		--out "$tmp/ref-$tag.json" >"$tmp/ref.log" 2>&1 ||
+		{ cat "$tmp/ref.log" >&2; echo "$name: hf_torch.py --ddp 2 --ddp-find-unused failed" >&2; exit 99; }
+	python3 - "$tmp/ref-$tag.json" "$tmp/routing-$tag.json" "$1" "$2" <<'PY' || { fail "$tag: the routing"; return; }
+import json, sys
+ref, B, T = json.load(open(sys.argv[1])), int(sys.argv[3]), int(sys.argv[4])
+rt, ranks = ref.get("routing"), ref.get("ranks") or []
+if ref.get("ddp") != 2 or not rt or len(ranks) != 2 or any(len(r["routing"]["steps"]) != 3 for r in ranks):
+    sys.exit("moe_hf_torch: FAIL: the DDP 2 reference recorded no routing of 3 steps on every rank")
+c = [r["routing"]["steps"] for r in ranks]  # [rank][step][block][expert]
+# the case's point: in the steady step an expert idle on one rank is used
+# on the other, and another is idle on both (used by some rank in the first)
+LE = [(l, e) for l in range(rt["blocks"]) for e in range(rt["experts"])]
+one = [x for x in LE if sorted(c[k][-1][x[0]][x[1]] == 0 for k in range(2)) == [False, True]]
+both = [x for x in LE if all(c[k][-1][x[0]][x[1]] == 0 for k in range(2)) and any(c[k][0][x[0]][x[1]] for k in range(2))]
+if not one or not both:
+    sys.exit("moe_hf_torch: FAIL: B %d T %d: the steady step leaves no expert idle on %s any more (%s)"
+             % (B, T, "one rank only" if not one else "both ranks", c))
+run = {"scheme": "dp", "unit": "model", "world": 2,
+       "routing": {"blocks": rt["blocks"], "experts": rt["experts"], "tokens_per_expert": c}}
+json.dump({"format": "zerosim-measured/1", "config": dict(seq=T, batch=B), "runs": [run]}, open(sys.argv[2], "w"))
+PY
+	uopts=$(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp --ddp-find-unused on/;s/--world 1/--world 2/')
+	# shellcheck disable=SC2086
+	"$zerosim" theory --model "$tmp/config.json" --seq "$2" --batch "$1" $uopts \
+		--routing "$tmp/routing-$tag.json" --out "$tmp/t-$tag.json" 2>"$tmp/err" ||
+		{ fail "$tag: theory: $(cat "$tmp/err")"; return; }
+	for k in 0 1; do
+		counts=$(python3 -c 'import json, sys
+print(" ".join(str(n) for b in json.load(open(sys.argv[1]))["ranks"][int(sys.argv[2])]["routing"]["steps"][-1] for n in b))' \
+			"$tmp/ref-$tag.json" $k)
+		# shellcheck disable=SC2086
+		"${ZS_BUILDDIR:-.}/tests/ag_events" "$tmp/config.json" "$1" "$2" torch-version=1.13 torch-device=cpu \
+			zero-grad=zeros optimizer-impl=single precision=fp32 wrapper=ddp ddp-find-unused=on -- $counts \
+			>"$tmp/ev-$tag.$k" || { fail "$tag: tests/ag_events rank $k"; return; }
+	done
+	python3 - "$tmp/ref-$tag.json" "$tmp/t-$tag.json" "$tmp/ev-$tag" "$tmp/trace-$tag" "$tag" "$tmp" <<'PY' || status=1
+import json, sys
+sys.path.insert(0, sys.argv[6])
+from ddp_rank import rank_check
+ref, t = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+ev, trace, tag, bad = sys.argv[3], sys.argv[4], sys.argv[5], []
+per = t["rows"][0]["schedule"]["per_rank"]
+for k, r in enumerate(ref["ranks"]):
+    peak = max([r["peak"]] + r["step_peaks"][1:])  # the run's after its first step
+    rank_check(r, per, k, peak, bad)
+    z, p = open("%s.%d" % (ev, k)).read().split(), open("%s.rank%d.clean" % (trace, k)).read().split()
+    at = next((i for i, (a, b) in enumerate(zip(z, p)) if a != b), None)
+    if at is not None or len(z) != len(p) or not z:
+        at = min(len(z), len(p)) if at is None else at
+        bad.append("rank %d: zerosim's step list departs from 1.13's clean step at event %d of %d (zerosim %s, "
+                   "PyTorch %s)" % (k, at, len(p), z[at:at + 3], p[at:at + 3]))
+for b in bad:
+    print("moe_hf_torch: FAIL: %s: %s" % (tag, b), file=sys.stderr)
+if not bad:
+    print("ok: %s: DDP N = 2, find_unused_parameters, experts idle on one rank and on both: each rank's theory equals 1.13's "
+          "(between steps %s, peaks %s, %d marks; %s allocations and frees one for one)"
+          % (tag, per["resident_bytes"], per["peak_bytes"], len(per["marks"][0]),
+             [len(open("%s.%d" % (ev, k)).read().split()) for k in range(2)]))
+sys.exit(1 if bad else 0)
+PY
+	# (a run-time refusal, found by running the step: exit 1; measure's own
+	# routing at B 1 T 4 leaves block 0's expert 1 idle on rank 0)
+	# shellcheck disable=SC2086
+	want_rc=1 refuse "$tag: measure" "under --ddp-find-unused measure does not run an expert idle on a rank yet" \
+		"$zerosim" measure -q --model "$tmp/config.json" --seq 4 --batch 1 $uopts
+	# every rank's step-1 tokens of block 0's expert 0 given to the others: idle everywhere in the first step
+	python3 - "$tmp/routing-$tag.json" "$tmp/idle-$tag.json" "$1" "$2" <<'PY' || exit 99
+import json, sys
+f, BT = json.load(open(sys.argv[1])), int(sys.argv[3]) * int(sys.argv[4])
+for r in f["runs"][0]["routing"]["tokens_per_expert"]:
+    c = r[0][0]
+    for e in range(1, len(c)):
+        give = min(c[0], BT - c[e])
+        c[e], c[0] = c[e] + give, c[0] - give
+    if c[0]:
+        sys.exit("moe_hf_torch: no room to idle expert 0 in %s" % c)
+json.dump(f, open(sys.argv[2], "w"))
+PY
+	# shellcheck disable=SC2086
+	refuse "$tag: idle on every rank in step 1" "block 0's expert 0 gets no token on any rank in the run's first step: under --ddp-find-unused the reducer leaves its .grad None" \
+		"$zerosim" theory --model "$tmp/config.json" --seq "$2" --batch "$1" $uopts --routing "$tmp/idle-$tag.json"
+	# output_router_logits true: _DDPSink clones the router logits and the aux loss too (not placed)
+	sed 's/}[[:space:]]*$/, "output_router_logits": true}/' "$tmp/config.json" >"$tmp/unused-aux.json" || exit 99
+	# shellcheck disable=SC2086
+	refuse "$tag: output_router_logits" "with output_router_logits true (_DDPSink's clones of the router logits and the aux loss): not built yet" \
+		"$zerosim" theory --model "$tmp/unused-aux.json" --seq "$2" --batch "$1" $uopts --routing "$tmp/routing-$tag.json"
+}
+unused 1 9
+# measure under --ddp-find-unused on of a mixture whose every expert gets
+# a token on every rank (the tiny mixtral at B 2 T 16, N = 2): each rank's
+# row and marks equal the theory given its routing (main refused it)
+uopts=$(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp --ddp-find-unused on/;s/--world 1/--world 2/')
+# shellcheck disable=SC2086
+if ! OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q --model "$tmp/config.json" --seq 16 --batch 2 $uopts \
+	--out "$tmp/m-unused.json" 2>"$tmp/err"; then
+	fail "find-unused measure: $(cat "$tmp/err")"
+elif ! "$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $uopts --routing "$tmp/m-unused.json" \
+	--out "$tmp/tm-unused.json" 2>"$tmp/err"; then
+	fail "find-unused theory --routing (measure's): $(cat "$tmp/err")"
+elif ! "$top/tests/json_agree" "$tmp/m-unused.json" "$tmp/tm-unused.json" >"$tmp/out" 2>&1; then
+	fail "find-unused: theory --routing (measure's) against measure: $(cat "$tmp/out")"
+else
+	echo "ok: find-unused measure of the mixtral at N = 2 (B 2 T 16) equals its theory: $(head -1 "$tmp/out")"
+fi
+[ $status -eq 0 ] && echo "$name: the tiny mixtral's (B 2 T 16, single and foreach Adam; B 1 T 8, an expert idle), qwen2_moe's and qwen3_moe's (B 2 T 16) PyTorch step, and the 512-wide mixtral's ranks under DDP N = 2 and 3, equal 1.13's allocator to the byte, with the auxiliary loss too (the three at B 2 T 16, the 512-wide one under DDP N = 2), and the tiny mixtral's ranks under DDP N = 2 with find_unused_parameters (B 1 T 9: experts idle on one rank and on both); the refusals hold"
 exit $status

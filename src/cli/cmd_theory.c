@@ -165,8 +165,9 @@ ZS_HELP_TORCH_STEP
 "                         --wrapper none or ddp (mixtral, qwen2_moe,\n"
 "                         qwen3_moe; 1.13, fp32): FILE only, its last step\n"
 "                         (its peak the most of its steps' after the first;\n"
-"                         ddp: each rank's own, none idle, one N a sweep\n"
-"                         where the ranks route apart)\n"
+"                         ddp: each rank's own, none idle but under\n"
+"                         --ddp-find-unused on, one N a sweep where the\n"
+"                         ranks route apart)\n"
 "\n"
 "A model known only by its size (floors only):\n"
 "      --params P         parameter count, e.g. 7.5e9 (default N list:\n"
@@ -319,8 +320,22 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 		 * zeros too (1.13's zeroes the grads there are), so Adam skips it
 		 * until its first token: the step's set-up gives every parameter
 		 * its grad and state, as every expert's first-step token does */
+		int unused = config->wrapper == ZS_WRAPPER_DDP && config->ddp_find_unused;
 		for (size_t i = 0; i < x->blocks * x->experts; i++)
-			if (x->counts[i] == 0)
+			if (x->counts[i] == 0 && unused) {
+				/* --ddp-find-unused: the reducer gives a rank's idle expert
+				 * its .grad at finalize from the bucket where another rank
+				 * used it (finalize_bucket_dense), and leaves it None where
+				 * none did */
+				int some = 0;
+				for (unsigned k = 1; k < x->world && !some; k++)
+					some = x->counts[(size_t)k * x->steps * x->blocks * x->experts + i] != 0;
+				if (!some)
+					return zs_fail(cause, "--routing %s: block %zu's expert %zu gets no token on any rank in "
+					               "the run's first step: under --ddp-find-unused the reducer leaves its .grad "
+					               "None and Adam skips it until one comes: not described yet (give more "
+					               "tokens: --batch, --seq)", arg, i / x->experts, i % x->experts);
+			} else if (x->counts[i] == 0)
 				return zs_fail(cause, "--routing %s: block %zu's expert %zu gets no token in the run's first "
 				               "step, so its .grad stays None and Adam skips it until one comes: not described "
 				               "under --framework torch yet (give more tokens: --batch, --seq)", arg,
@@ -335,7 +350,7 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 			 * an expert without a token on some rank has no grad there, its
 			 * bucket never reduces, and 1.13's reducer raises at the next
 			 * forward (reducer.cpp ensure_prior_reduction_finished) */
-			if (theory_routing_starved(r, m, config, ~0u, BT, starved, sizeof starved))
+			if (!unused && theory_routing_starved(r, m, config, ~0u, BT, starved, sizeof starved))
 				return zs_fail(cause, "--routing %s: %s gets no token: under --wrapper ddp "
 				               "(find_unused_parameters False) its bucket is never reduced, and PyTorch 1.13 "
 				               "raises at the step after (give more tokens: --batch, --seq)", arg, starved);

@@ -116,7 +116,8 @@ struct zs_opt {
 	"                         find_unused_parameters, on (what Hugging Face's\n" \
 	"                         Trainer passes without checkpointing) or off\n" \
 	"                         (default): its output clones and used-parameter\n" \
-	"                         maps, the constructor's buckets kept\n" \
+	"                         maps, the constructor's buckets kept, a\n" \
+	"                         mixture's expert idle on a rank marked unused\n" \
 	"      --freeze PATTERN   --wrapper none, ddp or fsdp (1.13: whole FSDP units),\n" \
 	"                         --framework paper with --model, or deepspeed\n" \
 	"                         with --model (dp, zero1, zero2, zero3; --offload\n" \

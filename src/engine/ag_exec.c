@@ -2583,9 +2583,11 @@ static int moe_step_build(struct ag_step *n, const struct tfm_feed *f, const str
  * first step (its .grad stays None and Adam skips it until one comes)
  * and, under DDP (find_unused_parameters False, `world` > 1), in any
  * step on any rank (its bucket never reduces: 1.13's reducer raises at
- * the step after, reducer.cpp ensure_prior_reduction_finished). 0, or
- * -1 with *cause. */
-static int moe_starved(const struct zs_model *hf, const uint64_t *counts, unsigned S, unsigned world,
+ * the step after, reducer.cpp ensure_prior_reduction_finished); with
+ * find_unused_parameters (`unused`) the rank's list differs in shape
+ * from the others' (util/ag_ddp.c describes it; the executor keeps one
+ * shape a run): not run yet. 0, or -1 with *cause. */
+static int moe_starved(const struct zs_model *hf, const uint64_t *counts, unsigned S, unsigned world, int unused,
                        char **cause)
 {
 	size_t LE = (size_t)hf->layers * hf->experts;
@@ -2594,6 +2596,11 @@ static int moe_starved(const struct zs_model *hf, const uint64_t *counts, unsign
 			for (size_t i = 0; i < LE; i++) {
 				if (counts[(k * S + t) * LE + i] != 0)
 					continue;
+				if (world > 1 && unused)
+					return zs_fail(cause, "%s: expert %zu of block %zu on rank %zu at step %zu gets no token: "
+					               "under --ddp-find-unused measure does not run an expert idle on a rank yet "
+					               "(the theory describes it: zerosim theory --routing FILE)", hf->name,
+					               i % hf->experts, i / hf->experts, k, t + 1);
 				if (world > 1)
 					return zs_fail(cause, "%s: expert %zu of block %zu on rank %zu at step %zu gets no token: "
 					               "under --wrapper ddp (find_unused_parameters False) its bucket is never "
@@ -2645,7 +2652,7 @@ static int moe_refit(struct ag_exec *x, const struct step_save *v, struct ag_ste
 	if (refit) {
 		free(*cause);
 		*cause = NULL;
-		if (moe_starved(hf, fix, S, world, cause) != 0)
+		if (moe_starved(hf, fix, S, world, f->c->ddp_find_unused, cause) != 0)
 			rc = -1;
 	}
 	/* every rank back to the step's start (under the lists it ran), then
@@ -2902,7 +2909,7 @@ static int moe_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 	tracker_destroy(&sc);
 	if (rc == 0) {
 		ag_exec_result_free(&r);
-		rc = moe_starved(hf, guess, S, world, cause);
+		rc = moe_starved(hf, guess, S, world, c->ddp_find_unused, cause);
 	}
 	if (rc == 0)
 		rc = tfm_run(c2, hf, seq, world, init, tokens, want_weights, trk, want_timeline, out, seen, NULL, cause);

@@ -317,6 +317,22 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 		at[nready] = i;
 		ready[nready++] = e->t;
 	}
+	/* find_unused_parameters: a parameter whose gradient the step never
+	 * accumulates (a mixture's expert that got no token on this rank:
+	 * out of the autograd graph, util/autograd.c's moe_fwd runs the hit
+	 * experts only) is one the reducer finds unused after forward
+	 * (search_unused_parameters) and marks ready itself; its grad storage
+	 * after the ready ones in `ready` (at ready[nready..ngrads)), in the
+	 * step's tensor order */
+	size_t nused = nready;
+	if (find_unused && nready > 0 && nready < ngrads)
+		for (uint32_t t = 0; t < s->ntensors && nready < ngrads; t++) {
+			int seen = 0;
+			for (size_t k = 0; k < nused && !seen; k++)
+				seen = ready[k] == t;
+			if (is_grad(s, t) && !seen)
+				ready[nready++] = t;
+		}
 	if (nready != ngrads || ngrads == 0) {
 		free(at);
 		free(ready);
@@ -472,7 +488,13 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 			break;
 		}
 		if ((is_micro(e) && in_forward) || is_mark(e, "phase:optimizer")) {
-			/* finalize_backward: every grad from its bucket view */
+			/* finalize_backward: every grad from its bucket view
+			 * (finalize_bucket_dense: grad.copy_(bucket_view), in
+			 * place). Under find_unused_parameters a parameter unused
+			 * on every rank (the all-reduced local_used_map_ 0) is
+			 * left alone there; its copy here writes what it holds:
+			 * each rank's slot got its zeros times 1/N, their sum is
+			 * zeros, the bits of the grad zero_grad zeroed */
 			if (sync)
 				for (size_t k = 0; k < ngrads; k++)
 					agp_op(p, ZS_PH_BACKWARD, AG_OP_COPY, bview[k], ready[k]);
@@ -500,25 +522,32 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 		}
 		if (micro > 0 && e->kind == AG_EV_GRAD_READY && e->phase == ZS_PH_BACKWARD && is_grad(s, e->t))
 			at[g] = i;
-		if (g < ngrads && i == at[g] && !sync) {
+		if (g < nused && i == at[g] && !sync) {
 			g++;
 			continue;
 		}
-		if (g < ngrads && i == at[g]) {
-			/* the hook: mul_out(bucket_view, grad, 1/N) */
+		/* the hook (Reducer::autograd_hook) of ready[g]; the step's first
+		 * (g 0) under find_unused_parameters marks the unused parameters
+		 * ready before its own (has_marked_unused_parameters_), each as a
+		 * used one: its .grad is defined (the zeros zero_grad left), so
+		 * mark_variable_ready_dense's mul_out copies it (zeros) into its
+		 * bucket view */
+		for (size_t h = g == 0 && nused < ngrads ? nused : g; g < nused && i == at[g];
+		     h = h + 1 == ngrads ? g : h + 1) {
+			/* mul_out(bucket_view, grad, 1/N) */
 			uint32_t w = agp_storage(p, "scalar (wrapped number, 1/N)", AG_F64, 0, 1, ZS_CAT_ACTIVATIONS);
 			agp_alloc(p, w, ZS_PH_BACKWARD);
 			agp_op(p, ZS_PH_BACKWARD, AG_OP_FILL, NO, w)->arg[0] = 1.0 / world;
 			uint32_t f = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
 			agp_alloc(p, f, ZS_PH_BACKWARD);
 			agp_op(p, ZS_PH_BACKWARD, AG_OP_COPY, w, f);
-			agp_op(p, ZS_PH_BACKWARD, AG_OP_MUL_SCALAR, ready[g], bview[g])->arg[0] = 1.0 / world;
+			agp_op(p, ZS_PH_BACKWARD, AG_OP_MUL_SCALAR, ready[h], bview[h])->arg[0] = 1.0 / world;
 			agp_free(p, f, ZS_PH_BACKWARD);
 			agp_free(p, w, ZS_PH_BACKWARD);
 			/* mark_bucket_ready: the buckets are reduced in the
 			 * reducer's order, each once it and those before it are
 			 * complete (in ready order, the one just completed) */
-			npend[bucket_of[g]]--;
+			npend[bucket_of[h]]--;
 			int reduced = 0;
 			for (; next < nbuckets && npend[next] == 0; next++, reduced = 1)
 				agp_op(p, ZS_PH_BACKWARD, AG_OP_ALL_REDUCE_SUM_, buckets[next], buckets[next]);
@@ -529,7 +558,10 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 				agp_op(p, ZS_PH_BACKWARD, AG_OP_COPY, used, used_dev);
 				agp_op(p, ZS_PH_BACKWARD, AG_OP_ALL_REDUCE_SUM_, used_dev, used_dev);
 			}
-			g++;
+			if (h == g) {
+				g++;
+				break;
+			}
 		}
 	}
 	if (rc == 0 && find_unused && out_loss == NO)
@@ -575,11 +607,14 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 	if (c->wrapper == ZS_WRAPPER_DEEPSPEED && c->schemes[0] == ZS_ZERO3 && o->recompute)
 		return zs_fail(cause, "--recompute full with --wrapper deepspeed --schemes zero3: not built yet (give "
 		               "--recompute none, or --schemes zero1 or zero2)");
-	/* find_unused_parameters where a parameter can go unused (a mixture's
-	 * idle expert) or a checkpointed layer reruns: not built */
-	if (c->wrapper == ZS_WRAPPER_DDP && c->ddp_find_unused && (m->experts > 0 || o->recompute))
-		return zs_fail(cause, "--ddp-find-unused with %s: not built yet", m->experts > 0
-		               ? "a mixture of experts (an expert idle on a rank: its parameters unused)"
+	/* find_unused_parameters where a checkpointed layer reruns, or where
+	 * the model returns more than the loss and the logits (a mixture's
+	 * router logits and aux loss under output_router_logits, which
+	 * _DDPSink clones too): not built. A mixture's expert idle on a rank
+	 * is (ag_ddp_apply: its parameters marked ready unused). */
+	if (c->wrapper == ZS_WRAPPER_DDP && c->ddp_find_unused && (m->router_logits || o->recompute))
+		return zs_fail(cause, "--ddp-find-unused with %s: not built yet", m->router_logits
+		               ? "output_router_logits true (_DDPSink's clones of the router logits and the aux loss)"
 		               : "--recompute full (Hugging Face's Trainer passes find_unused_parameters False under "
 		                 "gradient checkpointing)");
 	if (ag_step_build(s, m, p, &oz, cause) != 0)

@@ -54,10 +54,10 @@
  * held to PyTorch's own (the reducer's rebuilt_bucket_sizes) by
  * tests/hf_torch.sh's ddp2-gpt2-buckets, under 1.13 and 2.6.
  *
- * With find_unused_parameters True (--ddp-find-unused on; 1.13, K = 1, a
- * model whose every parameter is used, as Hugging Face's Trainer passes
- * it without gradient checkpointing) three things differ, the rest as
- * above (docs/schedule.md, "find_unused_parameters"):
+ * With find_unused_parameters True (--ddp-find-unused on; 1.13, K = 1,
+ * as Hugging Face's Trainer passes it without gradient checkpointing)
+ * three things differ, the rest as above (docs/schedule.md,
+ * "find_unused_parameters"), and a fourth where a parameter is unused:
  *   set-up   the buckets are the constructor's and never rebuilt: cut in
  *            the module's parameter order with limits [1 MiB,
  *            bucket_cap_mb], the list reversed (the last parameters'
@@ -71,12 +71,25 @@
  *            those before it are complete; after the last, the used map
  *            copied into its device twin and all-reduced (its values,
  *            every parameter used, are not computed: no byte or later op
- *            depends on them).
+ *            depends on them);
+ *   unused   a parameter whose grad the step never accumulates (a
+ *            mixture's expert that got no token on this rank: the list
+ *            runs the hit experts only) is found by the reducer after
+ *            forward (search_unused_parameters) and marked ready at the
+ *            step's first hook, before that hook's own parameter: its
+ *            grad (the zeros zero_grad left) copied into its bucket view
+ *            by the same mul_out, the buckets completing as their slots
+ *            do. At finalize the reducer copies the all-reduced slot
+ *            back only where another rank used it; the step here copies
+ *            it always, the same bits (the sum of zeros over zeros).
+ *            Bytes: only the marks' transients (docs/schedule.md, "An
+ *            expert idle on a rank").
  *
  * The hooks are placed at the list's AG_EV_GRAD_READY events (zero_grad
  * zeros: after .grad += g; set_to_none: where AccumulateGrad takes g as
  * .grad or its copy). What is refused (one line in *cause): a step whose
- * parameters' gradients do not each arrive once in backward.
+ * parameters' gradients do not each arrive once in backward (at most
+ * once, under find_unused_parameters).
  */
 #ifndef ZS_UTIL_AG_DDP_H
 #define ZS_UTIL_AG_DDP_H
