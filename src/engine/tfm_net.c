@@ -356,11 +356,35 @@ static int last_base(const struct zs_layer *l, size_t s)
 	return 1;
 }
 
+/* Full recompute under --freeze: a frozen linear's input that the
+ * block's backward does not read (util/step.c linear_input_kept: freed
+ * after the forward, not made again) is rebuilt in the backward's scratch,
+ * free until the block's backward, as the rerun forward under
+ * torch.utils.checkpoint makes it and drops it (lora_fwd's keep_only puts
+ * its sum there too): ln1, the attention's output and ln2 in dx (B·T ·
+ * max(d, H·hd); each is dead before the next is written: ln1 after the
+ * q/k/v product, atty after the projection), the activation in dh (B·T ·
+ * F), which only the down projection reads (not rerun: res3 is kept; its
+ * norm's, gemma2's, reads it). fp32: in mixed each is rounded as it is
+ * written, so the products read what the 16-bit tensor held. */
+static void recompute_scratch(struct tfm_block_acts *a, const struct zs_layer_io *io)
+{
+	struct tfm_scratch sc;
+	scratch_of(&sc, io);
+	float **dx[3] = {&a->ln1, &a->atty, &a->ln2};
+	for (int i = 0; i < 3; i++)
+		if (*dx[i] == NULL)
+			*dx[i] = sc.dx;
+	if (a->fch_act == NULL)
+		a->fch_act = sc.dh;
+}
+
 /* Module s of the block's forward, or (recompute) of its full recompute:
- * rebuild what the forward did not keep (every block tensor but res3)
- * from the block's input, reading module s's tensors only, in mixed also
- * into their 16-bit tensors, which then hold what they say (block_bwd's
- * first module reads them). */
+ * rebuild what the forward did not keep (every block tensor but res3,
+ * and but a frozen linear's input: recompute_scratch) from the block's
+ * input, reading module s's tensors only, in mixed also into their 16-bit
+ * tensors, which then hold what they say (block_bwd's first module reads
+ * them). */
 static void block_run(const struct zs_layer *l, const struct zs_layer_io *io, size_t s, int recompute)
 {
 	const struct zs_net_tfm *n = &io->net->tfm;
@@ -377,6 +401,8 @@ static void block_run(const struct zs_layer *l, const struct zs_layer_io *io, si
 	slots32(w, l, io, 0, md->first, md->n);
 	tfm_block_view(&p, w, &n->dims, (size_t)l->block);
 	block_acts(&a, &v, n->mixed);
+	if (recompute)
+		recompute_scratch(&a, io);
 	size_t r = md->role;
 	int last = r + 1 == tfm_block_modules(&n->dims);
 	if (!adapters_on(l, s))
