@@ -672,6 +672,11 @@ void step_buffers_lora(struct step_buffers *b, const struct step_params *p, uint
 			                             ZS_CAT_ACTIVATIONS, STEP_AT_LAYER, l, l, rc, 0});
 		}
 	}
+	/* mixed: the kernels read one adapter's xa at a time widened, in
+	 * act32 past the block's copies (engine/tfm_net.c xa32) */
+	for (size_t i = 0; mixed && i < b->n; i++)
+		if (b->buf[i].role == STEP_ACT32)
+			b->buf[i].elements += BT * r;
 	buf(&x, (struct step_buffer){"dlora", STEP_LORA_SCRATCH, STEP_LORA_DT, -1, BT * r, 4, ZS_CAT_SCRATCH,
 	                             STEP_AT_BACKWARD, 0, 1, 0, 0});
 	if (drop)
