@@ -25,8 +25,9 @@
 #    measure and theory, each the unfrozen run's less a count by hand
 #    (nothing below the first trainable tensor, no frozen linear's input
 #    that only its weight's gradient reads, a frozen head's too, tied or
-#    not; recompute none, selective, full), and the weights and losses alike under the three recompute
-#    modes.
+#    not; recompute none, selective, full, whose rerun forward keeps no
+#    frozen linear's input either), and the weights and losses alike
+#    under the three recompute modes.
 # About 20 s on a shared core (6 s of CPU).
 #
 # Exit 0 pass, 1 mismatch, 99 hard error.
@@ -111,7 +112,11 @@ frozen_check "embeddings, mixed dp N=2 K=2" 1 "$e" $((e + 1)) "$n" --freeze embe
 # (the same size as x0): one block's. A frozen linear's input goes where
 # only its weight's gradient reads it: ln1, atty, ln2, fch_act. Selective
 # holds no att at the peak, and keeps atty (it rebuilds it); full saves
-# each block's input alone, nothing dropped.
+# each block's input alone and puts every block in the graph, and its
+# rerun forward keeps no frozen linear's input either (1.13: a
+# checkpointed block's rerun packs none, docs/finetune.md, "Gradient
+# checkpointing with frozen weights"), where the peak is a block's
+# recompute (below, ft_configs' llama).
 row=$((32 * 4))
 blk=$((64 + 1 + 128 + 64 + 64 + 64 + 64 + 1 + 352 + 176 + 64)) # llama-tiny's block
 gblk=$((64 + 2 + 192 + 64 + 64 + 64 + 64 + 2 + 256 + 256 + 64)) # gpt2-tiny's
@@ -128,7 +133,19 @@ fz_saved $((2 * row * 176)) re:down_proj --model "$llama" $dp
 fz_saved $((row * (gblk + 64))) all-but-last:1 --model "$gpt2" $dp # and lnf: wte, the tied head, is frozen
 fz_saved $((row * (64 + 64 + 64 + 256))) blocks:1-1 --model "$gpt2" $dp
 fz_saved $((2 * row * 256)) re:mlp.c_proj --model "$gpt2" $dp
-fz_saved 0 re:mlp.c_proj --model "$gpt2" $dp --recompute full
+# full: the peak is block 1's recompute, less its fch_act (main: 0)
+fz_saved $((row * 256)) re:mlp.c_proj --model "$gpt2" $dp --recompute full
+# ft_configs' llama (vocab 256, intermediate 160: no head's logits above
+# a block's recompute), under full recompute (main: no drop). Its block
+# rebuilds ln1 64, 1/rms 1, qkv 128, att 64, atty 64, res2 64, ln2 64,
+# 1/rms 1, fch 320, fch_act 160 = 930 rows; block 1's recompute, the
+# peak, holds them with tokens 1, x0 64 and block 0's output 64 (1,059).
+# re:down_proj: its fch_act goes (160; 16-bit in mixed: 80 rows of 4 B).
+# blocks:1-1: ln1, atty, ln2, fch_act go (352), and the peak moves to
+# block 0's recompute: tokens, x0 and its 930 (995).
+fz_saved $((row * 160)) re:down_proj --model "$tmp/llama.json" $dp --recompute full
+fz_saved $((row * 80)) re:down_proj --model "$tmp/llama.json" $dp --recompute full --precision mixed
+fz_saved =$((row * (1 + 64 + 930))) blocks:1-1 --model "$tmp/llama.json" $dp --recompute full
 # A frozen head (issue #23) keeps no input: lnf (64), which only its
 # weight's gradient reads, goes under every recompute (no checkpoint holds
 # the head); gpt2-tiny's tied head is wte, frozen with the embeddings.

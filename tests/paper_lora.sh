@@ -8,20 +8,26 @@
 #    peak, every category at the peak, bytes sent) on report/models'
 #    gpt2-tiny (tied) and llama-tiny: default targets (c_attn; q_proj,
 #    v_proj) and all-linear, r 4 and 8, dp, zero1, zero2 at N = 1, 2, 3,
-#    zero3 at N = 1, K = 1, 2, recompute none, selective, full.
+#    zero3 at N = 1, K = 1, 2, recompute none, selective, full; fp32 and
+#    mixed (the paper's: fp16 params and grads, the fp32 master and Adam's
+#    state of the adapters alone; the base fp16 params only).
 # 2. Training: the losses of 3 steps equal the PyTorch step's with the
 #    same --lora-r (the plain loop at N = 1, DDP at N = 2, K = 1 and 2:
 #    each held to real PyTorch by tests/ft_lora.sh), within 1e-5
 #    relative, fp32 Adam;
 #    the control: the paper's step without --lora-r differs (from step 2:
 #    lora_B starts at zeros, so step 1's loss is the base's).
+#    Mixed: the losses equal the paper's fp32 ones with the same adapters
+#    (held to PyTorch above) within 2e-4 relative, at lr 1e-2; the
+#    control: the mixed step whose adapters barely move (lr 1e-9) differs.
 # 3. The base's bytes never change: llama-tiny's embedding and block 0's
 #    base (--dump-weights) bitwise the same after one step and three, and
 #    the seed's initial weights, while block 0's adapters moved.
 # 4. By hand: what the adapters add to the resident bytes, 16 bytes a
-#    trained element under fp32 Adam (param, grad, m, v) over PEFT's count
-#    (tests/test_lora: llama-tiny q, v r 4 1,792; all-linear r 8 18,688),
-#    beside the base's params alone.
+#    trained element under fp32 Adam (param, grad, m, v; mixed: fp16
+#    param and grad, fp32 master, m, v) over PEFT's count (tests/test_lora:
+#    llama-tiny q, v r 4 1,792; all-linear r 8 18,688), beside the base's
+#    params alone (4 bytes an element; mixed 2).
 # 5. What is not built is refused with one line, exit 2.
 # About 80 s on a loaded shared core (20 s of CPU).
 #
@@ -44,6 +50,12 @@ fz_agree --model "$gpt2" --lora-r 4 --precision fp32 --world 1,2 --schemes dp,ze
 fz_agree --model "$gpt2" --lora-r 4 --lora-targets all-linear --precision fp32 --grad-accum 2 --world 1,2 \
 	--schemes dp,zero1,zero2 --unit layer --recompute full
 fz_agree --model "$gpt2" --lora-r 8 --lora-targets all-linear --precision fp32 --world 1 --schemes zero3 --unit layer
+# mixed precision (refused on 4ac954d)
+fz_agree --model "$llama" --lora-r 4 --precision mixed --grad-accum 2 --world 1,2,3 --schemes dp,zero1,zero2 --unit layer
+fz_agree --model "$gpt2" --lora-r 4 --lora-targets all-linear --precision mixed --world 1,2 --schemes dp,zero1,zero2 \
+	--unit layer --recompute full
+fz_agree --model "$llama" --lora-r 8 --lora-targets all-linear --precision mixed --world 1 --schemes zero3 --unit layer \
+	--recompute selective
 
 # 2. The losses against the PyTorch step's (tests/freeze_lib.sh's fz_train).
 for model in gpt2 llama; do
@@ -64,6 +76,34 @@ fz_train "llama default N=2 K=2" ddp dp,zero2 --model "$tmp/llama.json" --world 
 	--steps 3 --grad-accum 2 --lora-r 4
 [ "$checked" -eq 30 ] || { echo "$name: $checked comparisons, 30 expected" >&2; exit 1; }
 fz_control --lora-r 4
+# Mixed precision: its losses against the paper's fp32 ones (rel REL of
+# the tolerance 2e-4); the control, lr 1e-9, must be off.
+mixed_losses() { # LABEL OPTIONS...
+	label=$1
+	shift
+	for run in fp32:1e-2 mixed:1e-2 mixed:1e-9; do
+		# shellcheck disable=SC2086
+		"$zerosim" measure --model "$tmp/llama.json" --seq 32 --batch 2 --steps 3 --precision ${run%:*} --lr ${run#*:} \
+			"$@" --out "$tmp/ml-$run.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+		tr -d ' \n\t' <"$tmp/ml-$run.json" | grep -o '"losses":\[[^]]*\]' | sed 's/.*\[//; s/\]//' >"$tmp/ml-$run"
+	done
+	[ "$(tr ',' '\n' <"$tmp/ml-fp32:1e-2" | wc -l)" -ge 3 ] || { echo "$name: $label: no losses" >&2; exit 99; }
+	cmp_losses() { # A B: every loss of every run within 2e-4 relative
+		paste -d, "$1" "$2" | awk -F, '{ n = NF / 2; for (i = 1; i <= n; i++) { d = $i - $(i + n); if (d < 0) d = -d
+			r = d / $i; if (r > m) m = r } } END { printf "%.2g", m; exit m > 2e-4 }'
+	}
+	if got=$(cmp_losses "$tmp/ml-fp32:1e-2" "$tmp/ml-mixed:1e-2") && ! ctl=$(cmp_losses "$tmp/ml-fp32:1e-2" "$tmp/ml-mixed:1e-9")
+	then
+		echo "ok: losses, mixed $label: within $got of fp32's; the control (lr 1e-9) off by $ctl"
+		checked=$((checked + 1))
+	else
+		echo "$name: FAIL: losses, mixed $label: mixed against fp32 ${got:-?}, the control ${ctl:-?} (2e-4)" >&2
+		status=1
+	fi
+}
+mixed_losses "q,v N=1" --lora-r 4 --world 1 --schemes dp,zero3 --unit layer
+mixed_losses "all-linear N=2 K=2" --lora-r 4 --lora-targets all-linear --world 2 --schemes zero2 --unit layer \
+	--grad-accum 2 --recompute full
 
 # 3. The base's bytes (tests/freeze_lib.sh): llama-tiny's embedding and
 # block 0's base are elements 1..n of both vectors (no adapter before
@@ -71,6 +111,8 @@ fz_control --lora-r 4
 # elements) follow.
 fz_units
 frozen_check "q,v r 4, fp32 zero2 N=2" 1 "$n" $((n + 1)) $((n + 896)) --lora-r 4 --precision fp32 \
+	--schemes zero2 --world 2 --unit layer
+frozen_check "q,v r 4, mixed zero2 N=2" 1 "$n" $((n + 1)) $((n + 896)) --lora-r 4 --precision mixed \
 	--schemes zero2 --world 2 --unit layer
 frozen_check "all-linear r 4, fp32 zero3 N=1 K=2" 1 "$n" $((n + 1)) $((n + 896)) --lora-r 4 \
 	--lora-targets all-linear --precision fp32 --schemes zero3 --world 1 --unit layer --grad-accum 2
@@ -97,6 +139,14 @@ for row in "1792 --lora-r 4" "18688 --lora-r 8 --lora-targets all-linear"; do
 		status=1
 	fi
 done
+# mixed (refused on 4ac954d): the base's fp16 params, 2 bytes each
+got=$(resident --lora-r 4 --precision mixed) want=$((base / 2 + 16 * 1792))
+if [ "$got" = "$want" ]; then
+	echo "ok: resident with --lora-r 4 --precision mixed: $got = 2 · 223,552 + 16 · 1792"
+else
+	echo "$name: FAIL: resident with --lora-r 4 --precision mixed: $got, by hand $want (2 · 223,552 + 16 · 1792)" >&2
+	status=1
+fi
 
 # 5. Refused: one line, exit 2, no file.
 refuse() {
@@ -117,7 +167,7 @@ refuse() {
 }
 refuse "give --unit layer" --precision fp32 --unit model
 refuse "zero3 at N = 2" --precision fp32 --schemes zero3 --world 2 --unit layer
-refuse "precision mixed is not run with adapters" --precision mixed --unit layer
+refuse "precision amp-bf16 is not run with adapters" --precision amp-bf16 --unit layer
 refuse "draws no dropout masks" --precision fp32 --lora-dropout 0.1 --unit layer
 refuse "deepspeed --wrapper auto is not described with LoRA" --precision fp32 --framework deepspeed
 refuse "no linear layer of llama-tiny matches" --precision fp32 --lora-targets lm_head --unit layer

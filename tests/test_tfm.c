@@ -125,7 +125,7 @@ static double lora_loss(void *p)
 {
 	struct lo *c = p;
 	memcpy(c->y, c->y0, BB * TT * OCC * sizeof *c->y);
-	lora_forward(c->y, c->xa, c->x, c->A, c->B, 2.0f, BB * TT, CC, LR, LOUT, OCC, LROW0);
+	lora_forward(c->y, c->xa, c->x, c->A, c->B, 2.0f, BB * TT, CC, LR, LOUT, OCC, LROW0, 0);
 	return dotd(c->r, c->y, BB * TT * OCC);
 }
 

@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "engine/fp16.h"
 #include "engine/tfm_kernels.h"
 #include "engine/vec8.h"
 
@@ -249,12 +250,16 @@ void matmul_backward(float *din, float *dw, float *dbias, const float *dout, con
  * matrix: sgemm reads and writes them in place with OC as the leading
  * dimension, and applies scaling as its alpha. */
 void lora_forward(float *y, float *xa, const float *x, const float *A, const float *B, float scaling, size_t BT,
-                  size_t in, size_t r, size_t out, size_t OC, size_t row0)
+                  size_t in, size_t r, size_t out, size_t OC, size_t row0, int f16)
 {
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)BT, (blasint)r, (blasint)in, 1.0f, x, (blasint)in,
 	            A, (blasint)in, 0.0f, xa, (blasint)r);
+	if (f16)
+		zs_round_half_n(xa, BT * r);
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)BT, (blasint)out, (blasint)r, scaling, xa,
 	            (blasint)r, B, (blasint)r, 1.0f, y + row0, (blasint)OC);
+	for (size_t i = 0; f16 && i < BT; i++)
+		zs_round_half_n(y + i * OC + row0, out);
 }
 
 void lora_backward(float *dx, float *dA, float *dB, float *dt, const float *dy, const float *x, const float *xa,

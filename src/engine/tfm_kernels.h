@@ -84,9 +84,11 @@ void matmul_backward(float *din, float *dw, float *dbias, const float *dout, con
  * after the base's own product: xa (BT, r) = x (BT, in) · Aᵀ, A (r, in),
  * written and kept for B's gradient; y's rows += scaling · xa · Bᵀ, B
  * (out, r). x is the adapter's input (the dropout's output, or the base
- * layer's input). */
+ * layer's input). f16 (mixed precision): xa is rounded to fp16 values as
+ * it is written (lora_A's output is 16-bit), and y's rows after the sum
+ * (the base's 16-bit output). */
 void lora_forward(float *y, float *xa, const float *x, const float *A, const float *B, float scaling, size_t BT,
-                  size_t in, size_t r, size_t out, size_t OC, size_t row0);
+                  size_t in, size_t r, size_t out, size_t OC, size_t row0, int f16);
 /* Its backward from dy (BT, OC), the base output's gradient: dt (BT, r)
  * = scaling · dy's rows · B (written: the backward's scratch, the
  * gradient of A's output as `g * scaling` then lora_B's MmBackward make

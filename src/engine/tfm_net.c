@@ -295,16 +295,32 @@ static int adapters_on(const struct zs_layer *l, size_t s)
 	return s + 1 < l->nmodules && l->module[s + 1].adapter == 1;
 }
 
+/* Adapter md's xa as the kernels read it, fp32: itself, or (mixed: a
+ * 16-bit tensor, the step description's lora_xa) its copy in act32 past
+ * the view's copies, at `end` (util/step.c step_buffers_lora makes room
+ * for one adapter's), widened from it when `widen`. */
+static float *xa32(const struct zs_module *md, const struct zs_layer_io *io, float *end, int widen)
+{
+	const struct zs_net_tfm *n = &io->net->tfm;
+	if (!n->mixed)
+		return io->t[md->xa];
+	if (widen)
+		zs_half_to_float_n(end, (const zs_half *)(const void *)io->t[md->xa], n->B * n->T * md->r);
+	return end;
+}
+
 /* Module s's adapters, after its product: each pair adds
  * scaling·(x·Aᵀ)·Bᵀ into its rows of the product's output, keeping xa =
  * x·Aᵀ (PEFT's result + lora_B(lora_A(x))·scaling, the dropout
  * nn.Identity: config.c refuses p > 0 here). keep_only: full
  * recompute's rebuild of the block's last module, whose output is kept,
  * not rebuilt: xa alone, the sum going to the backward's scratch dx, free
- * until the block's backward. */
+ * until the block's backward. Mixed: xa and the sum rounded to fp16 as
+ * written (lora_forward), xa kept in its 16-bit tensor; `end` is act32
+ * past the view's copies. */
 
 static void lora_fwd(const struct zs_layer *l, const struct zs_layer_io *io, size_t s, const struct tfm_block_acts *a,
-                     int keep_only)
+                     int keep_only, float *end)
 {
 	const struct zs_net_tfm *n = &io->net->tfm;
 	struct tfm_linear lin;
@@ -315,9 +331,12 @@ static void lora_fwd(const struct zs_layer *l, const struct zs_layer_io *io, siz
 		const struct zs_module *md = &l->module[k];
 		if (md->adapter != 1)
 			continue;
-		lora_forward(keep_only ? sc.dx : lin.y, io->t[md->xa], lin.x, param32(l, io, md->first, 1),
+		float *xa = xa32(md, io, end, 0);
+		lora_forward(keep_only ? sc.dx : lin.y, xa, lin.x, param32(l, io, md->first, 1),
 		             param32(l, io, md->first + 1, 1), n->lora_scaling, n->B * n->T, md->in, md->r, md->out,
-		             keep_only ? md->out : lin.out, keep_only ? 0 : md->row0);
+		             keep_only ? md->out : lin.out, keep_only ? 0 : md->row0, n->mixed);
+		if (n->mixed)
+			zs_float_to_half_n((zs_half *)(void *)io->t[md->xa], xa, n->B * n->T * md->r);
 	}
 }
 
@@ -326,7 +345,7 @@ static void lora_fwd(const struct zs_layer *l, const struct zs_layer_io *io, siz
  * grads it owns), and each adapter's part of the input's gradient added
  * to the base's, through the scratch dlora. */
 static void lora_bwd(const struct zs_layer *l, const struct zs_layer_io *io, size_t s, const struct tfm_block_acts *a,
-                     const struct tfm_scratch *sc)
+                     const struct tfm_scratch *sc, float *end32)
 {
 	const struct zs_net_tfm *n = &io->net->tfm;
 	struct tfm_linear lin;
@@ -339,7 +358,7 @@ static void lora_bwd(const struct zs_layer *l, const struct zs_layer_io *io, siz
 		if (md->adapter != 1)
 			continue;
 		float *dA = grad32(l, io, md->first, 1), *dB = grad32(l, io, md->first + 1, 1);
-		lora_backward(lin.dx, dA, dB, io->t[n->lora_scratch[STEP_LORA_DT]], lin.dy, lin.x, io->t[md->xa],
+		lora_backward(lin.dx, dA, dB, io->t[n->lora_scratch[STEP_LORA_DT]], lin.dy, lin.x, xa32(md, io, end32, 1),
 		              param32(l, io, md->first, 1), param32(l, io, md->first + 1, 1), n->lora_scaling,
 		              n->B * n->T, md->in, md->r, md->out, lin.out, md->row0);
 		grads_done(l, io, md->first, 2);
@@ -356,11 +375,35 @@ static int last_base(const struct zs_layer *l, size_t s)
 	return 1;
 }
 
+/* Full recompute under --freeze: a frozen linear's input that the
+ * block's backward does not read (util/step.c linear_input_kept: freed
+ * after the forward, not made again) is rebuilt in the backward's scratch,
+ * free until the block's backward, as the rerun forward under
+ * torch.utils.checkpoint makes it and drops it (lora_fwd's keep_only puts
+ * its sum there too): ln1, the attention's output and ln2 in dx (B·T ·
+ * max(d, H·hd); each is dead before the next is written: ln1 after the
+ * q/k/v product, atty after the projection), the activation in dh (B·T ·
+ * F), which only the down projection reads (not rerun: res3 is kept; its
+ * norm's, gemma2's, reads it). fp32: in mixed each is rounded as it is
+ * written, so the products read what the 16-bit tensor held. */
+static void recompute_scratch(struct tfm_block_acts *a, const struct zs_layer_io *io)
+{
+	struct tfm_scratch sc;
+	scratch_of(&sc, io);
+	float **dx[3] = {&a->ln1, &a->atty, &a->ln2};
+	for (int i = 0; i < 3; i++)
+		if (*dx[i] == NULL)
+			*dx[i] = sc.dx;
+	if (a->fch_act == NULL)
+		a->fch_act = sc.dh;
+}
+
 /* Module s of the block's forward, or (recompute) of its full recompute:
- * rebuild what the forward did not keep (every block tensor but res3)
- * from the block's input, reading module s's tensors only, in mixed also
- * into their 16-bit tensors, which then hold what they say (block_bwd's
- * first module reads them). */
+ * rebuild what the forward did not keep (every block tensor but res3,
+ * and but a frozen linear's input: recompute_scratch) from the block's
+ * input, reading module s's tensors only, in mixed also into their 16-bit
+ * tensors, which then hold what they say (block_bwd's first module reads
+ * them). */
 static void block_run(const struct zs_layer *l, const struct zs_layer_io *io, size_t s, int recompute)
 {
 	const struct zs_net_tfm *n = &io->net->tfm;
@@ -377,16 +420,18 @@ static void block_run(const struct zs_layer *l, const struct zs_layer_io *io, si
 	slots32(w, l, io, 0, md->first, md->n);
 	tfm_block_view(&p, w, &n->dims, (size_t)l->block);
 	block_acts(&a, &v, n->mixed);
+	if (recompute)
+		recompute_scratch(&a, io);
 	size_t r = md->role;
 	int last = r + 1 == tfm_block_modules(&n->dims);
 	if (!adapters_on(l, s))
 		(recompute ? tfm_block_recompute_module : tfm_block_forward_module)(&a, &p, v.x, &n->dims, n->B, n->T, r);
 	else if (recompute && last) {
 		tfm_block_recompute_module(&a, &p, v.x, &n->dims, n->B, n->T, r);
-		lora_fwd(l, io, s, &a, 1);
+		lora_fwd(l, io, s, &a, 1, v.end);
 	} else {
 		tfm_block_forward_half(&a, &p, v.x, &n->dims, n->B, n->T, r, TFM_PRODUCT);
-		lora_fwd(l, io, s, &a, 0);
+		lora_fwd(l, io, s, &a, 0, v.end);
 		tfm_block_forward_half(&a, &p, v.x, &n->dims, n->B, n->T, r, TFM_REST);
 	}
 	if (last_base(l, s))
@@ -428,7 +473,7 @@ static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 		tfm_block_backward_module(&g, &sc, &a, &p, v.x, d, n->B, n->T, md->role);
 	else {
 		tfm_block_backward_half(&g, &sc, &a, &p, v.x, d, n->B, n->T, md->role, TFM_PRODUCT);
-		lora_bwd(l, io, s, &a, &sc);
+		lora_bwd(l, io, s, &a, &sc, v.end);
 		tfm_block_backward_half(&g, &sc, &a, &p, v.x, d, n->B, n->T, md->role, TFM_REST);
 	}
 	grads_done(l, io, md->first, md->n);

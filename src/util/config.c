@@ -842,14 +842,14 @@ static int check_step_unit(const struct zs_config *c, char **cause)
  * policy, each adapter a unit of its own (util/ag_fsdp.h,
  * tests/ft_fsdp_lora.sh); its other keys only with it. */
 /* --lora-r under the paper's step (docs/finetune.md, "LoRA under the
- * paper's schedule and DeepSpeed's own step"): fp32, no dropout, no 4-bit
+ * paper's schedule and DeepSpeed's own step"): fp32 or mixed, no dropout, no 4-bit
  * base, built so far; the model's part (a mixture, --unit
  * model, zero3 at N > 1) is util/lora.h's zs_lora_paper_check. */
 static int check_lora_paper(const struct zs_config *c, char **cause)
 {
-	if (c->precision != ZS_FP32)
+	if (c->precision != ZS_FP32 && c->precision != ZS_MIXED)
 		return zs_fail(cause, "--lora-r under --framework paper: --precision %s is not run with adapters yet (give "
-		               "--precision fp32)", zs_precision_name(c->precision));
+		               "--precision fp32 or mixed)", zs_precision_name(c->precision));
 	if (c->lora_dropout > 0)
 		return zs_fail(cause, "--lora-dropout %g under --framework paper: the paper's step draws no dropout masks "
 		               "yet (give --lora-dropout 0, or --framework torch)", c->lora_dropout);

@@ -597,15 +597,20 @@ static int adapter_reads_input(const struct step_params *p, size_t x)
 /* Whether layer l (in the graph) keeps saved tensor a, the input of one
  * of its linears, which only that linear's weight gradient reads
  * (tfm.c's matmul_backward reads its input for dW alone): not where the
- * weight is frozen, unless an adapter on it reads it. A block's four
- * (q/k/v, the attention's output, up, down: their order in forward; its
- * adapters' own matmuls are not among them) under recompute none or
- * selective (full rebuilds every block tensor; selective rebuilds atty,
- * the attention's output, with its scores); a mixture's block (more
- * linears) keeps them all. The head's, the final norm's output (1.13: F.linear(x, w) with w
- * frozen saves no x, MmBackward0's _saved_self None; derivatives.yaml's
- * mm saves self for mat2's gradient only), under every recompute: no
- * checkpoint holds the head. */
+ * weight is frozen, unless an adapter on it reads it (1.13: F.linear(x, w)
+ * with w frozen saves no x, MmBackward0's _saved_self None;
+ * derivatives.yaml's mm saves self for mat2's gradient only). A block's
+ * four (the inputs of q/k/v, of the attention's projection, of up and of
+ * down: their order in forward; its adapters' own matmuls are not among
+ * them), under every recompute but selective's atty (which it rebuilds
+ * with its scores, the attention's output): under full recompute
+ * torch.utils.checkpoint reruns the block's forward inside backward and
+ * autograd saves there what it saves in a forward, so a frozen linear's
+ * input is made and dropped in the rerun, not kept for the block's
+ * backward (the engine rebuilds it in the backward's scratch,
+ * engine/tfm_net.c block_run); a mixture's block (more linears) keeps
+ * them all. The head's, the final norm's output, under every recompute:
+ * no checkpoint holds the head. */
 static int linear_input_kept(const struct step_params *p, enum zs_recompute recompute, size_t l, unsigned a)
 {
 	static const unsigned in[4] = {STEP_ACT_LN1, STEP_ACT_ATTY, STEP_ACT_LN2, STEP_ACT_FCH_ACT};
@@ -615,7 +620,7 @@ static int linear_input_kept(const struct step_params *p, enum zs_recompute reco
 	for (size_t x = 0; x < p->nmodules; x++)
 		if (p->module[x].layer == l && p->module[x].matmul && p->module[x].adapter == NULL && k++ < 4)
 			w[k - 1] = x;
-	for (unsigned j = 0; j < 4 && k == 4 && l > 0 && recompute != ZS_RECOMPUTE_FULL; j++)
+	for (unsigned j = 0; j < 4 && k == 4 && l > 0; j++)
 		if (in[j] == a && !(recompute == ZS_RECOMPUTE_SELECTIVE && a == STEP_ACT_ATTY))
 			return step_trained(p, p->module[w[j]].first) || adapter_reads_input(p, w[j]);
 	return 1;
@@ -667,6 +672,11 @@ void step_buffers_lora(struct step_buffers *b, const struct step_params *p, uint
 			                             ZS_CAT_ACTIVATIONS, STEP_AT_LAYER, l, l, rc, 0});
 		}
 	}
+	/* mixed: the kernels read one adapter's xa at a time widened, in
+	 * act32 past the block's copies (engine/tfm_net.c xa32) */
+	for (size_t i = 0; mixed && i < b->n; i++)
+		if (b->buf[i].role == STEP_ACT32)
+			b->buf[i].elements += BT * r;
 	buf(&x, (struct step_buffer){"dlora", STEP_LORA_SCRATCH, STEP_LORA_DT, -1, BT * r, 4, ZS_CAT_SCRATCH,
 	                             STEP_AT_BACKWARD, 0, 1, 0, 0});
 	if (drop)
