@@ -13,9 +13,11 @@
 # two qwen3_moe ones (Qwen3MoeForCausalLM at 00d4b3d2: d 64, head_dim 16 apart
 # from d / heads, q/k norms, experts 48 wide, no shared expert): top 2 of 4
 # renormalised (Qwen3-30B-A3B's norm_topk_prob true) for 10 steps at B 4, T
-# 16, and unnormalised at B 2, T 8. (20 steps at B 4, T 16, seed 1 or 2, miss
-# the float64 rule's 0.1 % by 0.1-0.5 %, their routing near a tie: smallest
-# top-2 margin 1.2e-5 and 1.8e-6; losses, first gradient and routing agree.)
+# 16, and unnormalised at B 2, T 8. (20 steps at B 4, T 16, seed 1 or 2,
+# missed the float64 rule when it compared shares within 1e-5, their routing
+# near a tie: smallest top-2 margin 1.2e-5 and 1.8e-6; losses, first gradient
+# and routing agree. The rule now compares distances to float64:
+# moe_model_torch.py.)
 #
 # With output_router_logits true (the auxiliary load-balancing loss, which
 # the fused engine does not run), each family's first shape trains in
