@@ -59,6 +59,10 @@ for k, v in marks.items():
 if not marks:
     bad.append("theory gave no marks")
 first_ref = (d.get("step_peaks") or [None])[0]
+if first and not isinstance(first_ref, int):
+    # None against None would pass: the reference must have its step 1
+    bad.append(f"--first: the reference has no first step's peak (step_peaks {d.get('step_peaks')!r})")
+    first_ref = -1
 if first and t.get("first_step_peak") != first_ref:
     bad.append(f"theory first step's peak {t.get('first_step_peak')} against {first_ref:,}")
 K = d.get("grad_accum", 1)

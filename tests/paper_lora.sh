@@ -76,11 +76,13 @@ fz_train "llama default N=2 K=2" ddp dp,zero2 --model "$tmp/llama.json" --world 
 	--steps 3 --grad-accum 2 --lora-r 4
 [ "$checked" -eq 30 ] || { echo "$name: $checked comparisons, 30 expected" >&2; exit 1; }
 fz_control --lora-r 4
-# Mixed precision: its losses against the paper's fp32 ones (rel REL of
-# the tolerance 2e-4); the control, lr 1e-9, must be off.
-mixed_losses() { # LABEL OPTIONS...
-	label=$1
-	shift
+# Mixed precision: its losses against the paper's fp32 ones, within TOL
+# relative (seen: 1.0e-6 on q,v; 3.8e-5 all-linear at N = 2, K = 2 under
+# full recompute); the control, lr 1e-9 (an adapter that barely trains),
+# must be off by more (seen: 1.3e-3 and 9.2e-3).
+mixed_losses() { # TOL LABEL OPTIONS...
+	tol=$1 label=$2
+	shift 2
 	for run in fp32:1e-2 mixed:1e-2 mixed:1e-9; do
 		# shellcheck disable=SC2086
 		"$zerosim" measure --model "$tmp/llama.json" --seq 32 --batch 2 --steps 3 --precision ${run%:*} --lr ${run#*:} \
@@ -88,21 +90,21 @@ mixed_losses() { # LABEL OPTIONS...
 		tr -d ' \n\t' <"$tmp/ml-$run.json" | grep -o '"losses":\[[^]]*\]' | sed 's/.*\[//; s/\]//' >"$tmp/ml-$run"
 	done
 	[ "$(tr ',' '\n' <"$tmp/ml-fp32:1e-2" | wc -l)" -ge 3 ] || { echo "$name: $label: no losses" >&2; exit 99; }
-	cmp_losses() { # A B: every loss of every run within 2e-4 relative
-		paste -d, "$1" "$2" | awk -F, '{ n = NF / 2; for (i = 1; i <= n; i++) { d = $i - $(i + n); if (d < 0) d = -d
-			r = d / $i; if (r > m) m = r } } END { printf "%.2g", m; exit m > 2e-4 }'
+	cmp_losses() { # A B: every loss of every run within $tol relative
+		paste -d, "$1" "$2" | awk -F, -v tol="$tol" '{ n = NF / 2; for (i = 1; i <= n; i++) { d = $i - $(i + n)
+			if (d < 0) d = -d; r = d / $i; if (r > m) m = r } } END { printf "%.2g", m; exit m > tol + 0 }'
 	}
 	if got=$(cmp_losses "$tmp/ml-fp32:1e-2" "$tmp/ml-mixed:1e-2") && ! ctl=$(cmp_losses "$tmp/ml-fp32:1e-2" "$tmp/ml-mixed:1e-9")
 	then
 		echo "ok: losses, mixed $label: within $got of fp32's; the control (lr 1e-9) off by $ctl"
 		checked=$((checked + 1))
 	else
-		echo "$name: FAIL: losses, mixed $label: mixed against fp32 ${got:-?}, the control ${ctl:-?} (2e-4)" >&2
+		echo "$name: FAIL: losses, mixed $label: mixed against fp32 ${got:-?}, the control ${ctl:-?} ($tol)" >&2
 		status=1
 	fi
 }
-mixed_losses "q,v N=1" --lora-r 4 --world 1 --schemes dp,zero3 --unit layer
-mixed_losses "all-linear N=2 K=2" --lora-r 4 --lora-targets all-linear --world 2 --schemes zero2 --unit layer \
+mixed_losses 1e-5 "q,v N=1" --lora-r 4 --world 1 --schemes dp,zero3 --unit layer
+mixed_losses 1e-4 "all-linear N=2 K=2" --lora-r 4 --lora-targets all-linear --world 2 --schemes zero2 --unit layer \
 	--grad-accum 2 --recompute full
 
 # 3. The base's bytes (tests/freeze_lib.sh): llama-tiny's embedding and
