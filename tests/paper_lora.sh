@@ -173,21 +173,7 @@ refuse "precision amp-bf16 is not run with adapters" --precision amp-bf16 --unit
 refuse "draws no dropout masks" --precision fp32 --lora-dropout 0.1 --unit layer
 refuse "deepspeed --wrapper auto is not described with LoRA" --precision fp32 --framework deepspeed
 refuse "no linear layer of llama-tiny matches" --precision fp32 --lora-targets lm_head --unit layer
-# 6. The report's transformer section refuses the file (its floors take
-# the frozen base from config.freeze only): one line, exit 2, no folder.
-"$zerosim" theory --model "$llama" --seq 16 --batch 2 --lora-r 4 --precision fp32 --unit layer --world 2 --schemes dp,zero1 \
-	--out "$tmp/lt.json" >/dev/null 2>&1 || { echo "$name: FAIL: theory --lora-r 4" >&2; status=1; }
-"$zerosim" theory --out "$tmp/t0.json" >/dev/null 2>&1 && "$zerosim" measure --steps 1 --out "$tmp/m0.json" >/dev/null 2>&1 ||
-	{ echo "$name: FAIL: the default sweep" >&2; status=1; }
-ZEROSIM_DATADIR=${ZEROSIM_DATADIR:-${srcdir:-.}} "$zerosim" report --measured "$tmp/m0.json" --theory "$tmp/t0.json" \
-	--transformer "$tmp/lt.json" --out "$tmp/rep" --no-render >/dev/null 2>"$tmp/err"
-rc=$?
-if [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "do not take LoRA's adapters yet" "$tmp/err" && [ ! -e "$tmp/rep" ]
-then
-	echo "ok: report --transformer of a paper LoRA theory refused: $(cat "$tmp/err")"
-else
-	echo "$name: FAIL: report --transformer of a paper LoRA theory: exit $rc, stderr: $(cat "$tmp/err")" >&2
-	status=1
-fi
+# 6. The report of a paper LoRA run (its transformer section's LoRA
+# paragraph, Ψ_t the adapters'): tests/report_lora.sh.
 echo "$name: $configs configurations, $points points of theory = measure; $checked loss comparisons"
 exit $status
