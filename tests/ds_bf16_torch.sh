@@ -63,7 +63,7 @@ for model in gpt2-tiny llama-tiny; do
 			fail "theory $model zero$stage"
 	done
 done
-python3 - "$tmp" "$models" <<'EOF' || fail "PyTorch's allocator and zerosim (or the hand counts) differ"
+"$py" - "$tmp" "$models" <<'EOF' || fail "PyTorch's allocator and zerosim (or the hand counts) differ"
 import json, sys
 tmp, models = sys.argv[1:]
 runs = {}
