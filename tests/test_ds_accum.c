@@ -275,9 +275,11 @@ static double tfm_diff(const struct zs_tfm_run *tr, enum zs_scheme sc, enum zs_p
 /* The transformer's tolerances, set from what the sums' order gives
  * (gpt2 and llama below: at most 3.7e-9 with fp32 SGD, 3.5e-7 with mixed
  * SGD, 2.9e-5 with fp32 Adam, whose first steps move a weight with a grad
- * near 0 by up to lr = 1e-3 whatever its size) and checked to be far below
- * what half the rows give (1.7e-4, 1.7e-4 and 5.6e-3: the control). */
-static const double tfm_tol_sgd = 1e-8, tfm_tol_mixed = 5e-7, tfm_tol_adam = 5e-5;
+ * near 0 by up to lr = 1e-3 whatever its size; 5.4e-5 on an AVX-512 host,
+ * gpt2 zero3 K = 3, whose OpenBLAS kernels sum in another order) and
+ * checked to be far below what half the rows give (1.7e-4, 1.7e-4 and
+ * 5.6e-3: the control). */
+static const double tfm_tol_sgd = 1e-8, tfm_tol_mixed = 5e-7, tfm_tol_adam = 8e-5;
 
 /* A covering set: gpt2 and llama under each scheme, K = 2 and 3, N = 1,
  * 2 and 3, both units, fp32 with Adam and SGD and mixed with SGD. */
