@@ -277,8 +277,8 @@ static double tfm_diff(const struct zs_tfm_run *tr, enum zs_scheme sc, enum zs_p
  * SGD, 2.9e-5 with fp32 Adam, whose first steps move a weight with a grad
  * near 0 by up to lr = 1e-3 whatever its size; 5.4e-5 on an AVX-512 host,
  * gpt2 zero3 K = 3, whose OpenBLAS kernels sum in another order) and
- * checked to be far below what half the rows give (1.7e-4, 1.7e-4 and
- * 5.6e-3: the control). */
+ * checked to be far below what half the rows give (1.7e-4 with fp32 SGD,
+ * 1.7e-4 mixed, 5.6e-3 with fp32 Adam: the control). */
 static const double tfm_tol_sgd = 1e-8, tfm_tol_mixed = 5e-7, tfm_tol_adam = 8e-5;
 
 /* A covering set: gpt2 and llama under each scheme, K = 2 and 3, N = 1,
@@ -305,7 +305,8 @@ START_TEST(test_transformer_k_micro_steps_are_one_step_on_the_k_fold_batch)
 END_TEST
 
 /* The control: one step on half the rows (B alone) moves the weights more
- * than 100 times each tolerance above, so those can fail. */
+ * than 50 times each tolerance above, so those can fail (fp32 Adam's
+ * 5.6e-3 is 70 times its 8e-5). */
 START_TEST(test_transformer_half_the_rows_give_other_weights)
 {
 	const enum zs_precision pr[] = {ZS_FP32, ZS_MIXED, ZS_FP32};
@@ -319,7 +320,7 @@ START_TEST(test_transformer_half_the_rows_give_other_weights)
 		one.tfm = half.tfm = &tr;
 		struct zs_result a = run(&one, 2, ZS_UNIT_LAYER), b = run(&half, 2, ZS_UNIT_LAYER);
 		double d = accum_max_diff(a.weights, b.weights, result_psi(&a));
-		ck_assert_msg(d > 100 * tol[i], "half the rows moved the weights by %g only (%s)", d,
+		ck_assert_msg(d > 50 * tol[i], "half the rows moved the weights by %g only (%s)", d,
 		              zs_precision_name(pr[i]));
 		engine_result_free(&a);
 		engine_result_free(&b);
