@@ -152,7 +152,7 @@ EXTRA_DIST += tests/framework_cli.sh
 # fp32): theory = measure, DDP's losses, stage 2's freed gradients, and
 # what is not built refused (docs/schedule.md, "DeepSpeed over the PyTorch
 # step")
-TESTS += tests/ds_torch.sh
+# (tests/ds_torch.sh: in TESTS' head, Makefile.am: the longest start first)
 EXTRA_DIST += tests/ds_torch.sh
 # ZeRO-3 over the PyTorch step at N > 1 (read, not built): its refusal, and
 # which releases PyTorch 1.13 cannot free (docs/schedule.md, "ZeRO-3 over
@@ -224,12 +224,12 @@ EXTRA_DIST += tests/includes.sh
 
 # Eager PyTorch training Hugging Face's GPT-2 and Llama op for op (the
 # reference of docs/torch_saved.md): the bytes between steps against zerosim's resident.
-TESTS += tests/hf_torch.sh
+# (tests/hf_torch.sh: in TESTS' head, Makefile.am: the longest start first)
 EXTRA_DIST += tests/hf_torch.sh tests/hf_torch.py tests/torch26_root.sh
 check_PROGRAMS += tests/ag_events
 tests_ag_events_SOURCES = tests/ag_events.c
 tests_ag_events_LDADD = libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) -lm
-TESTS += tests/moe_hf_torch.sh
+# (tests/moe_hf_torch.sh: in TESTS' head, Makefile.am: the longest start first)
 EXTRA_DIST += tests/moe_hf_torch.sh
 TESTS += tests/moe_measure.sh
 EXTRA_DIST += tests/moe_measure.sh
@@ -240,14 +240,14 @@ EXTRA_DIST += tests/moe_measure.sh
 EXTRA_DIST += tests/ft_torch.sh tests/ft_torch.py
 # zerosim's --grad-accum (plain loop and DDP with and without no_sync)
 # against tests/ft_torch.py, to the byte (about 60 s on 2 cores).
-TESTS += tests/ft_accum.sh
+# (tests/ft_accum.sh: in TESTS' head, Makefile.am: the longest start first)
 EXTRA_DIST += tests/ft_accum.sh
 TESTS += tests/paper_accum_tfm.sh
 EXTRA_DIST += tests/paper_accum_tfm.sh
 # --freeze (issue #23's frozen parameters): zerosim's theory and measure of
 # the plain loop and DDP N = 2 against PyTorch 1.13 with the same
 # parameters frozen, to the byte (about 2 minutes on 2 cores)
-TESTS += tests/ft_freeze.sh
+# (tests/ft_freeze.sh: in TESTS' head, Makefile.am: the longest start first)
 EXTRA_DIST += tests/ft_freeze.sh
 # --freeze under the paper's schedule (docs/schedule.md): theory = measure,
 # the losses against the PyTorch step's, the frozen bytes, the refusals
@@ -273,7 +273,7 @@ EXTRA_DIST += tests/sdpa_wrapped.sh
 # --freeze under --framework deepspeed (dp, ZeRO-1/2): theory = measure,
 # the losses against the paper's, the frozen bytes, the refusals (about
 # 12 s on one core)
-TESTS += tests/ds_freeze.sh
+# (tests/ds_freeze.sh: in TESTS' head, Makefile.am: the longest start first)
 EXTRA_DIST += tests/ds_freeze.sh tests/freeze_lib.sh
 # DeepSpeed ZeRO-3's optimizer sub groups (--ds-sub-group-size): theory = measure,
 # the step by hand (llama-2-70b too), the same bits, the refusals (a few seconds)
@@ -299,7 +299,7 @@ EXTRA_DIST += tests/ft_fsdp_lora.sh
 # --lora-r (issue #23's LoRA, PEFT's lora.Linear): theory and measure of the
 # plain loop against PyTorch 1.13 training the same adapters, to the byte
 # (about a minute on 2 cores)
-TESTS += tests/ft_lora.sh
+# (tests/ft_lora.sh: in TESTS' head, Makefile.am: the longest start first)
 EXTRA_DIST += tests/ft_lora.sh tests/ft_cmp.py tests/ft_lib.sh
 # --quant-base nf4 (issue #23's QLoRA, bitsandbytes' Linear4bit): theory =
 # measure, and the resident bytes from the shapes (no reference: bitsandbytes
@@ -310,7 +310,7 @@ EXTRA_DIST += tests/ft_qlora.sh
 # --grad-accum: theory and measure, every rank, against PyTorch 1.13's
 # ZeroRedundancyOptimizer over the trainable parameters, to the byte, and
 # the losses (about a minute on 2 cores)
-TESTS += tests/ft_zero1.sh
+# (tests/ft_zero1.sh: in TESTS' head, Makefile.am: the longest start first)
 EXTRA_DIST += tests/ft_zero1.sh tests/zero1_cmp.py
 
 # The issue's table, PyTorch's peak beside zerosim's (1.13 here; 2.6 in a
