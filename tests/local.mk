@@ -287,7 +287,7 @@ EXTRA_DIST += tests/ds_ckpt_hooks.sh tests/ds_ckpt_hooks.py
 # --grad-accum under --wrapper fsdp (issue #23: FSDP accumulation with and
 # without no_sync()): theory and measure against PyTorch 1.13's FSDP, N = 2,
 # to the byte, and the losses (about 2 minutes on 2 cores)
-TESTS += tests/ft_fsdp.sh
+# (tests/ft_fsdp.sh: in TESTS' head, Makefile.am: the longest start first)
 EXTRA_DIST += tests/ft_fsdp.sh
 # --lora-r (PEFT's wrap policy: each adapter its own unit) and --freeze
 # (whole units) under --wrapper fsdp, FULL_SHARD and SHARD_GRAD_OP: theory
