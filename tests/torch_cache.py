@@ -14,9 +14,10 @@ OMP_*, MKL_*, GLOO_*, USE_LIBUV, PYTHONHASHSEED, TORCH_*), and each
 argument: --out's value by its name alone (an output, there or not: a
 test's loop writes every case's reference to one path, whose bytes before
 the run are the last case's, not an input), a file by its bytes, a folder
-by its files' names and bytes (a zerosim binary among them,
-tests/moe_torch.py's moe_dump, is hashed like any other file: a sanitizer
-build's misses), a path not there yet by its name (an output), anything
+by its files' names and bytes (a zerosim binary among them is hashed
+like any other file, and a sanitizer build's misses: so a reference runs
+none — tests/moe_torch.py writes PyTorch's results, tests/moe_torch.sh
+runs moe_dump and tests/moe_cmp.py compares), a path not there yet by its name (an output), anything
 else as written. What it keeps: the exit status (0 and 1 only: a verdict;
 any other status, a crash or a timeout is never kept), stdout, stderr,
 --out's file, every file argument the run made or changed, and the files
