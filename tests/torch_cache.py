@@ -17,7 +17,8 @@ the run are the last case's, not an input), a file by its bytes, a folder
 by its files' names and bytes (a zerosim binary among them is hashed
 like any other file, and a sanitizer build's misses: so a reference runs
 none — tests/moe_torch.py writes PyTorch's results, tests/moe_torch.sh
-runs moe_dump and tests/moe_cmp.py compares), a path not there yet by its name (an output), anything
+runs moe_dump and tests/moe_cmp.py compares; moe_model_torch.sh runs
+moe_model_dump and hands the reference its folder), a path not there yet by its name (an output), anything
 else as written. What it keeps: the exit status (0 and 1 only: a verdict;
 any other status, a crash or a timeout is never kept), stdout, stderr,
 --out's file, every file argument the run made or changed, and the files
