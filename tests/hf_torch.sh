@@ -880,13 +880,35 @@ EOF
 # merges with the stride-0 repeat), so matmul reshapes k^T and v of head
 # stride 0: a view at batch 1 (nothing copied), a copy at batch 2 that bmm
 # keeps — llama at batch 1 and 2, phi3 at batch 1, as above.
+# (twice, as the loop above: phase add puts PyTorch's runs, traces and
+# all, into the batch $tmp/tr, cached as one with their trace files
+# beside their JSON (tests/torch_cache.py keeps what the folder gained),
+# and zerosim's theory into $tmp/tz (--torch-json: no PyTorch, never
+# cached); phase check runs both batches and compares)
+for phase in add check; do
+	i=0
+	if [ $phase = check ]; then
+		ft_run tr hf_torch.py
+		ft_run tz hf_torch.py "${ZS_TORCH_PY:-$py}"
+	fi
 for case in "phi3-mha-batch1 1 measure" "llama-mha 2" "llama-mqa-batch1 1 measure" "llama-mqa 2" \
 	"phi3-mqa-batch1 1 measure"; do
 	set -- $case
 	cfg=$tmp/tiny-${1%-batch1}.json
 	zargs="$plain --optimizer-impl single --zero-grad zeros --seq 32 --batch $2"
-	one "$py" "$src/tests/hf_torch.py" --model "$cfg" --batch "$2" --zero-grad zeros --no-attribution \
-		--trace "$tmp/trace" --zerosim "$zerosim" --zerosim-args "$zargs" --out "$tmp/out.json"
+	i=$((i + 1))
+	if [ $phase = add ]; then
+		# shellcheck disable=SC2046
+		ft_add tr $(ft_rel tr "--model $cfg") --batch "$2" --zero-grad zeros --no-attribution --trace "$i.trace"
+		ft_add tz --torch-json "$tmp/tr/$i.json" --model "$cfg" --batch "$2" --zero-grad zeros --no-attribution \
+			--zerosim "$zabs" --zerosim-args "$zargs"
+		continue
+	fi
+	if [ "$(ft_got tr $i)" != 0 ] || [ "$(ft_got tz $i)" != 0 ]; then
+		echo "hf_torch: FAIL: $1: hf_torch.py --model $cfg --batch $2 --trace (zerosim-args $zargs):" >&2
+		tail -n 20 "$tmp/tr/$i.err" "$tmp/tz/$i.err" "$tmp/tr.log" "$tmp/tz.log" >&2 2>/dev/null
+		exit 99
+	fi
 	m=-
 	if [ -n "${3:-}" ]; then
 		# shellcheck disable=SC2086
@@ -894,14 +916,15 @@ for case in "phi3-mha-batch1 1 measure" "llama-mha 2" "llama-mqa-batch1 1 measur
 			--out "$tmp/m.json" 2>"$tmp/err" || { echo "hf_torch: FAIL: $1: zerosim measure: $(cat "$tmp/err")" >&2; exit 99; }
 		m=$tmp/m.json
 	fi
-	"$py" "$src/tests/ft_cmp.py" "$tmp/out.json" - "$m" "$1" || status=1
+	"$py" "$src/tests/ft_cmp.py" "$tmp/tz/$i.json" - "$m" "$1" || status=1
 	"$top/tests/ag_events" "$cfg" "$2" 32 torch-version=1.13 torch-device=cpu zero-grad=zeros optimizer-impl=single \
 		precision=fp32 >"$tmp/ev" || { echo "hf_torch: FAIL: $1: tests/ag_events" >&2; exit 99; }
-	"$py" "$tmp/ev_cmp.py" "$tmp/ev" "$tmp/trace.clean" "$1" || status=1
+	"$py" "$tmp/ev_cmp.py" "$tmp/ev" "$tmp/tr/$i.trace.clean" "$1" || status=1
 	# and the first step's own list against 1.13's first step
 	"$top/tests/ag_events" "$cfg" "$2" 32 step=1 torch-version=1.13 torch-device=cpu zero-grad=zeros \
 		optimizer-impl=single precision=fp32 >"$tmp/ev" || { echo "hf_torch: FAIL: $1: tests/ag_events step=1" >&2; exit 99; }
-	"$py" "$tmp/ev_cmp.py" "$tmp/ev" "$tmp/trace.step1" "$1 (first step)" || status=1
+	"$py" "$tmp/ev_cmp.py" "$tmp/ev" "$tmp/tr/$i.trace.step1" "$1 (first step)" || status=1
+done
 done
 # DDP with find_unused_parameters=True (hf_torch.py --ddp 2
 # --ddp-find-unused; zerosim's --ddp-find-unused on, util/ag_ddp.c), what
@@ -915,6 +938,13 @@ done
 # step (tests/ag_events with wrapper=ddp: _DDPSink's clones of the loss
 # and the logits, the model's own going as DDP's forward returns).
 fu="$ddp --ddp-find-unused on"
+# (in batches, as the loop above: $tmp/fu PyTorch's, $tmp/fz the theory's)
+for phase in add check; do
+	i=0
+	if [ $phase = check ]; then
+		ft_run fu hf_torch.py
+		ft_run fz hf_torch.py "${ZS_TORCH_PY:-$py}"
+	fi
 for case in \
 	"fu-gpt2|tiny-gpt2|--zero-grad zeros|--optimizer-impl single --zero-grad zeros|zeros" \
 	"fu-llama|tiny-llama|--zero-grad zeros|--optimizer-impl single --zero-grad zeros|zeros" \
@@ -924,9 +954,21 @@ do
 	IFS='|' read -r label cfg targs zargs zg <<EOF
 $case
 EOF
-	# shellcheck disable=SC2086
-	one "$py" "$src/tests/hf_torch.py" --model "$tmp/$cfg.json" $targs --ddp 2 --ddp-find-unused --no-attribution \
-		--trace "$tmp/trace" --zerosim "$zerosim" --zerosim-args "$fu $zargs" --out "$tmp/out.json"
+	i=$((i + 1))
+	if [ $phase = add ]; then
+		# shellcheck disable=SC2046,SC2086
+		ft_add fu $(ft_rel fu "--model $tmp/$cfg.json") $targs --ddp 2 --ddp-find-unused --no-attribution \
+			--trace "$i.trace"
+		# shellcheck disable=SC2086
+		ft_add fz --torch-json "$tmp/fu/$i.json" --model "$tmp/$cfg.json" $targs --ddp 2 --ddp-find-unused \
+			--no-attribution --zerosim "$zabs" --zerosim-args "$fu $zargs"
+		continue
+	fi
+	if [ "$(ft_got fu $i)" != 0 ] || [ "$(ft_got fz $i)" != 0 ] || ! cp "$tmp/fz/$i.json" "$tmp/out.json"; then
+		echo "hf_torch: FAIL: $label: hf_torch.py --model $tmp/$cfg.json $targs --ddp 2 --ddp-find-unused --trace:" >&2
+		tail -n 20 "$tmp/fu/$i.err" "$tmp/fz/$i.err" "$tmp/fu.log" "$tmp/fz.log" >&2 2>/dev/null
+		exit 99
+	fi
 	for cmd in measure theory; do
 		# shellcheck disable=SC2086
 		if ! "$zerosim" $cmd --model "$tmp/$cfg.json" --seq 32 --batch 2 --precision fp32 --schemes dp --world 2 \
@@ -943,6 +985,7 @@ EOF
 		optimizer-impl=single precision=fp32 schemes=dp wrapper=ddp ddp-find-unused=on \
 		$(case $targs in (*bucket-cap-mb*) echo bucket-cap=0.25 ;; esac) >"$tmp/ev" ||
 		{ echo "hf_torch: FAIL: $label: tests/ag_events" >&2; exit 99; }
-	"$py" "$tmp/ev_cmp.py" "$tmp/ev" "$tmp/trace.rank0.clean" "$label" || status=1
+	"$py" "$tmp/ev_cmp.py" "$tmp/ev" "$tmp/fu/$i.trace.rank0.clean" "$label" || status=1
+done
 done
 exit $status

@@ -32,7 +32,12 @@ task's next tokens (the targets zerosim trains on; ForCausalLMLoss with
 those as its shift_labels). torch.optim.Adam with zerosim's lr, betas
 0.9/0.999, eps 1e-8.
 
-Usage: moe_model_torch.py DUMP CONFIG B T STEPS LR SEED WORK. Runs DUMP,
+Usage: moe_model_torch.py CONFIG B T STEPS LR SEED WORK. WORK holds what
+tests/moe_model_dump CONFIG B T STEPS LR SEED WORK wrote (the shell runs
+it: no zerosim binary here, so that tests/torch_cache.py keys a run by
+the dump's files, not by the binary's bytes, and a sanitizer build whose
+dump writes the same bytes reads PyTorch's verdict kept; a dump that
+writes other bytes runs PyTorch again). It
 loads the weights into the model by Hugging Face name (a fused tensor of
 zerosim's split into its parts), trains, and holds (the bounds
 tests/tfm_torch.py holds gpt2 and llama to):
@@ -48,14 +53,13 @@ tests/tfm_torch.py holds gpt2 and llama to):
     then be as close to float64 as PyTorch's fp32 (its L2 and largest
     distance to the float64 weights at most twice PyTorch's).
 
-moe_model_torch.py --aux MEASURED DUMP CONFIG B T STEPS LR SEED WORK: the
+moe_model_torch.py --aux MEASURED CONFIG B T STEPS LR SEED WORK: the
 auxiliary load-balancing loss against zerosim's PyTorch step's
 measured.json instead (aux_main).
 Exit 0 agree, 1 disagree."""
 import json
 import os
 import re
-import subprocess
 import sys
 
 import numpy as np
@@ -253,7 +257,7 @@ def train64(cfg, layout, init, batch, lr, steps):
     return flatten(model, layout)
 
 
-def aux_main(measured, dump, config, B, T, steps, lr, seed, work):
+def aux_main(measured, config, B, T, steps, lr, seed, work):
     """--aux MEASURED: the auxiliary load-balancing loss (output_router_logits
     true) against zerosim's PyTorch step (measure --framework torch, its
     measured.json): the model from the dump's initial weights, trained on
@@ -266,8 +270,6 @@ def aux_main(measured, dump, config, B, T, steps, lr, seed, work):
     within 1e-5 relative of measure's and each step's tokens per expert
     (every block) equal to measure's routing."""
     from hf_torch import load_balancing_loss_func
-    subprocess.run([dump, config, str(B), str(T), str(steps), str(lr), str(seed), work], check=True,
-                   stdout=subprocess.DEVNULL)
     with open(config) as f:
         cfg = json.load(f)
     with open(os.path.join(work, "run.json")) as f:
@@ -311,13 +313,11 @@ def aux_main(measured, dump, config, B, T, steps, lr, seed, work):
 
 def main():
     if sys.argv[1] == "--aux":
-        B, T, steps = (int(x) for x in sys.argv[5:8])
-        return aux_main(sys.argv[2], sys.argv[3], sys.argv[4], B, T, steps, float(sys.argv[8]), int(sys.argv[9]),
-                        sys.argv[10])
-    dump, config = sys.argv[1], sys.argv[2]
-    B, T, steps = (int(x) for x in sys.argv[3:6])
-    lr, seed, work = float(sys.argv[6]), int(sys.argv[7]), sys.argv[8]
-    subprocess.run([dump, config, str(B), str(T), str(steps), sys.argv[6], str(seed), work], check=True)
+        B, T, steps = (int(x) for x in sys.argv[4:7])
+        return aux_main(sys.argv[2], sys.argv[3], B, T, steps, float(sys.argv[7]), int(sys.argv[8]), sys.argv[9])
+    config = sys.argv[1]
+    B, T, steps = (int(x) for x in sys.argv[2:5])
+    lr, seed, work = float(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
     with open(config) as f:
         cfg = json.load(f)
     with open(os.path.join(work, "run.json")) as f:

@@ -57,8 +57,11 @@ aux() {
 		--wrapper none --torch-version 1.13 --torch-device cpu --zero-grad zeros --optimizer-impl single \
 		--precision fp32 --world 1 --schemes dp --steps 3 --seed 1 --lr 1e-2 --out "$tmp/m-aux.json" ||
 		{ echo "moe_model_torch: measure with the aux loss failed" >&2; exit 99; }
-	OMP_NUM_THREADS=1 "$py" "$src/tests/moe_model_torch.py" --aux "$tmp/m-aux.json" "$dump" "$tmp/aux.json" 2 16 3 1e-2 1 \
-		"$tmp" || rc=1
+	# the dump's files in a folder of their own (the reference's key: tests/torch_cache.py)
+	rm -rf "$tmp/wa" && mkdir "$tmp/wa" && "$dump" "$tmp/aux.json" 2 16 3 1e-2 1 "$tmp/wa" >/dev/null ||
+		{ echo "moe_model_torch: $dump failed" >&2; exit 99; }
+	OMP_NUM_THREADS=1 "$py" "$src/tests/moe_model_torch.py" --aux "$tmp/m-aux.json" "$tmp/aux.json" 2 16 3 1e-2 1 \
+		"$tmp/wa" || rc=1
 }
 # E K B T STEPS LR SEED, then (qwen2_moe) norm_topk_prob, (qwen3_moe) and qwen3
 for shape in "4 2 4 16 20 1e-2 1" "3 1 2 8 10 1e-3 2" "4 2 4 16 20 1e-3 1 false" "8 4 2 8 10 1e-3 3 true" \
@@ -86,8 +89,12 @@ JSON
  "norm_topk_prob": $8, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0}
 JSON
 	fi
-	OMP_NUM_THREADS=1 "$py" "$src/tests/moe_model_torch.py" "$dump" "$tmp/config.json" "$3" "$4" "$5" "$6" "$7" \
-		"$tmp" || rc=1
+	# zerosim's side here, into a folder of its own: the reference reads it
+	# (keyed by its files' bytes, tests/torch_cache.py)
+	rm -rf "$tmp/w" && mkdir "$tmp/w" && "$dump" "$tmp/config.json" "$3" "$4" "$5" "$6" "$7" "$tmp/w" ||
+		{ echo "moe_model_torch: $dump failed" >&2; exit 99; }
+	OMP_NUM_THREADS=1 "$py" "$src/tests/moe_model_torch.py" "$tmp/config.json" "$3" "$4" "$5" "$6" "$7" "$tmp/w" ||
+		rc=1
 	[ "$1 $2 $3" = "4 2 4" ] && aux # each family's first shape
 done
 exit $rc

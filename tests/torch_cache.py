@@ -14,9 +14,11 @@ OMP_*, MKL_*, GLOO_*, USE_LIBUV, PYTHONHASHSEED, TORCH_*), and each
 argument: --out's value by its name alone (an output, there or not: a
 test's loop writes every case's reference to one path, whose bytes before
 the run are the last case's, not an input), a file by its bytes, a folder
-by its files' names and bytes (a zerosim binary among them,
-tests/moe_torch.py's moe_dump, is hashed like any other file: a sanitizer
-build's misses), a path not there yet by its name (an output), anything
+by its files' names and bytes (a zerosim binary among them is hashed
+like any other file, and a sanitizer build's misses: so a reference runs
+none — tests/moe_torch.py writes PyTorch's results, tests/moe_torch.sh
+runs moe_dump and tests/moe_cmp.py compares; moe_model_torch.sh runs
+moe_model_dump and hands the reference its folder), a path not there yet by its name (an output), anything
 else as written. What it keeps: the exit status (0 and 1 only: a verdict;
 any other status, a crash or a timeout is never kept), stdout, stderr,
 --out's file, every file argument the run made or changed, and the files
@@ -28,11 +30,14 @@ itself and writes it into its JSON. The binary is left out of the key and,
 on a hit, hf_torch.py runs again with --torch-json (the kept JSON): no
 PyTorch, zerosim's theory afresh by this build's binary.
 
-A run with --trace FILE (hf_torch.py's event list, FILE.clean beside it:
-a file no argument names) is never kept: PyTorch runs again.
+--trace FILE (hf_torch.py's event list) is an output like --out's value
+(keyed by its name); the files beside it named FILE or FILE.SOMETHING
+(FILE.clean, FILE.step1, under --ddp FILE.rankK, FILE.rankK.clean) that
+the run made or rewrote are kept with it and written back on a hit, a
+replay's too (--torch-json writes no trace).
 
 Every run appends a line to $ZS_TORCH_CACHE/log: hit|miss|run SCRIPT KEY
-(run: not kept — its status was not a verdict, or it traced; KEY "-")."""
+(run: not kept — its status was not a verdict)."""
 import hashlib
 import importlib.util
 import json
@@ -46,8 +51,29 @@ ENV = ("OPENBLAS_", "OMP_", "MKL_", "GLOO_", "USE_LIBUV", "PYTHONHASHSEED", "TOR
 
 
 def is_out(args, i):
-    """whether args[i] is --out's value: an output, whatever is there before"""
-    return i > 0 and args[i - 1] == "--out"
+    """whether args[i] is --out's or --trace's value: an output, whatever is
+    there before"""
+    return i > 0 and args[i - 1] in ("--out", "--trace")
+
+
+def traced(args):
+    """{index of --trace's value: {name: (mtime_ns, size, sha256)}} of the
+    files beside it whose names are its value's, or begin with it and a dot
+    (hf_torch.py's FILE, FILE.clean, FILE.step1, under --ddp FILE.rankK and
+    FILE.rankK.clean, .step1), as they are now"""
+    out = {}
+    for i, x in enumerate(args):
+        if i and args[i - 1] == "--trace":
+            d, b = os.path.dirname(x) or ".", os.path.basename(x)
+            files = {}
+            for n in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+                p = os.path.join(d, n)
+                if (n == b or n.startswith(b + ".")) and not n.endswith(".tmp") and os.path.isfile(p) \
+                        and not os.path.islink(p):
+                    st = os.stat(p)
+                    files[n[len(b):]] = (st.st_mtime_ns, st.st_size, file_hash(p))
+            out[i] = files
+    return out
 
 
 def file_hash(path):
@@ -118,9 +144,11 @@ def put(path, data):
 
 def hit(entry, args, replay, py, script):
     meta = json.load(open(os.path.join(entry, "meta.json")))
-    for o in meta["outputs"] if not replay else []:  # a replay writes its own
+    for o in meta["outputs"]:
+        if replay and "suffix" not in o:
+            continue  # a replay writes its own (its --trace's files are PyTorch's: given back)
         x = args[o["arg"]]
-        dest = os.path.join(x, o["name"]) if o["name"] else x
+        dest = x + o["suffix"] if "suffix" in o else os.path.join(x, o["name"]) if o["name"] else x
         put(dest, open(os.path.join(entry, o["file"]), "rb").read())
     if replay:
         # PyTorch's side kept; zerosim's theory by this build's binary
@@ -135,6 +163,7 @@ def miss(cache, k, args, py, script, replay):
     before = {i: tree(x) for i, x in enumerate(args) if os.path.isdir(x)}
     files = {i: file_hash(x) for i, x in enumerate(args) if os.path.isfile(x)}
     new = [i for i, x in enumerate(args) if ("/" in x or is_out(args, i)) and not os.path.exists(x)]
+    was_traced = traced(args)
     p = subprocess.run([py, script] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     sys.stdout.buffer.write(p.stdout)
     sys.stdout.flush()
@@ -144,6 +173,11 @@ def miss(cache, k, args, py, script, replay):
     # whose bytes the run changed
     outputs = [(i, "", x) for i, x in enumerate(args) if os.path.isfile(x) and
                (i in new or is_out(args, i) or (i in files and file_hash(x) != files[i]))]
+    # --trace FILE's files (FILE itself among them), each one the run made
+    # or rewrote (a new mtime, even with the bytes of the last case's)
+    sides = [(i, suffix) for i, now in traced(args).items() for suffix, st in now.items()
+             if was_traced[i].get(suffix) != st]
+    outputs = [o for o in outputs if o[0] not in was_traced]
     for i, was in before.items():
         outputs += [(i, n, os.path.join(args[i], n)) for n, s in tree(args[i]).items() if was.get(n) != s]
     torch_json = None
@@ -159,6 +193,9 @@ def miss(cache, k, args, py, script, replay):
     for n, (i, name, path) in enumerate(outputs):
         put(os.path.join(d, f"out{n}"), open(path, "rb").read())
         meta["outputs"].append(dict(arg=i, name=name, file=f"out{n}"))
+    for n, (i, suffix) in enumerate(sides):
+        put(os.path.join(d, f"trace{n}"), open(args[i] + suffix, "rb").read())
+        meta["outputs"].append(dict(arg=i, suffix=suffix, file=f"trace{n}"))
     put(os.path.join(d, "stdout"), p.stdout)
     put(os.path.join(d, "stderr"), p.stderr)
     if torch_json is not None:
@@ -176,11 +213,6 @@ def main():
     py, script, args = sys.executable, sys.argv[1], sys.argv[2:]
     cache = os.environ.get("ZS_TORCH_CACHE", "")
     if not cache or not os.path.isdir(cache):
-        os.execv(py, [py, script] + args)
-    # --trace FILE writes FILE.clean beside it, a file no argument names,
-    # which a hit could not give back: such a run is never kept
-    if "--trace" in args:
-        log(cache, "run", script, "-")
         os.execv(py, [py, script] + args)
     k, replay = key(script, args)
     entry = os.path.join(cache, k)
