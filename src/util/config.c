@@ -49,7 +49,7 @@ const char *zs_attn_name(enum zs_attn a) { return attn_names[a]; }
 const char *zs_wrapper_name(enum zs_wrapper w) { return wrapper_names[w]; }
 int zs_config_trains_part(const struct zs_config *c)
 {
-	return c->freeze[0] || (c->lora_r && c->framework == ZS_FW_PAPER);
+	return c->freeze[0] || c->lora_r;
 }
 
 int zs_wrapper_step(const struct zs_config *c)

@@ -178,9 +178,19 @@ void zs_lora_describe(struct step_params *p, const struct zs_lora_set *s, double
 int zs_lora_step_params(struct step_params *p, const struct zs_model *shape, const struct zs_model *hf,
                         const struct zs_config *c, char **cause)
 {
+	if (c->framework == ZS_FW_PAPER)
+		return zs_lora_params(p, shape, hf, c, cause);
 	step_params_build(p, shape);
 	step_params_freeze(p, zs_freeze_saved_spec(c));
-	if (!c->lora_r || c->framework != ZS_FW_PAPER)
+	return 0;
+}
+
+int zs_lora_params(struct step_params *p, const struct zs_model *shape, const struct zs_model *hf,
+                   const struct zs_config *c, char **cause)
+{
+	step_params_build(p, shape);
+	step_params_freeze(p, zs_freeze_saved_spec(c));
+	if (!c->lora_r)
 		return 0;
 	struct zs_lora_set s;
 	if (zs_lora_build(&s, p, hf, c->lora_r, c->lora_targets, cause) != 0) {
