@@ -95,7 +95,11 @@ for r in runs:
 extra = ""
 if lora:
     p, n = d["persistent"], len(d["lora"]["targets"])
-    if p["adam_trainable"] != 8 * d["trainable"] + 4 * 2 * n or p["grads_frozen"]:
+    # a step counter per trainable adapter tensor: 2n, or under --freeze
+    # (frozen adapters) from 1 to 2n
+    steps = (p["adam_trainable"] - 8 * d["trainable"]) / 4
+    if not (steps == 2 * n or ("--freeze" in label and steps == int(steps) and 1 <= steps <= 2 * n)) \
+            or p["grads_frozen"]:
         bad.append(f"the reference's trainable set is not the adapters': {p}, {d['trainable']} trainable")
     extra = f", {d['trainable']:,} trainable in {n} layers"
     # theory.json's Ψ_t and measure's Ψ: PEFT's count (print_trainable_parameters'), the base and the adapters

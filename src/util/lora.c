@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/freeze.h"
 #include "util/lora.h"
 #include "util/util.h"
 
@@ -199,6 +200,17 @@ int zs_lora_params(struct step_params *p, const struct zs_model *shape, const st
 	}
 	zs_lora_describe(p, &s, c->lora_dropout);
 	zs_lora_free(&s);
+	/* --freeze over PEFT's model: the base is frozen already, so it
+	 * freezes the adapters it names (....lora_A.default.weight), as
+	 * tests/ft_torch.py freezes by name after wrapping */
+	for (size_t i = 0; c->freeze[0] && i < p->ntensors; i++) {
+		char name[256];
+		if (p->module[p->tensor[i].module].adapter == NULL)
+			continue;
+		step_tensor_name(p, i, name, sizeof name);
+		if (zs_freeze_match(c->freeze, name, hf->layers))
+			p->tensor[i].frozen = 1;
+	}
 	return 0;
 }
 
