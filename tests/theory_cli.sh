@@ -218,10 +218,13 @@ want = tuple(map(int, sys.argv[2:5])) + (int(sys.argv[5]), int(sys.argv[3]), int
 assert got == want, (got, want)" "$tmp/out" $((base + lt)) "$lt" "$states" "$states" ||
 	fail "gpt2 LoRA r 16 under the PyTorch step: Ψ, Ψ_t, the floor and the paper level are not ($((base + lt)), $lt, $states)"
 # and the 4-bit base counts the base's linear layers only, not the
-# adapters (llama-3-8b: 32 blocks of 7)
+# adapters (all-linear: with them counted, 42 layers): llama-tiny's 2
+# blocks of 7, q and o 64·64, k and v 32·64, gate, up and down 176·64 each,
+# 2·(2·4096 + 2·2048 + 3·11264) = 92,160 weights
 # shellcheck disable=SC2086
-expect 0 --model llama-3-8b --lora-r 16 --lora-targets all-linear --quant-base nf4 --torch-version 2.6 $lplain
-grep -qF "Linear4bit in place of 224 base linear layers (6979321856 weights)" "$tmp/out" ||
+expect 0 --model "${srcdir:-.}/report/models/llama-tiny.json" --lora-r 4 --lora-targets all-linear --quant-base nf4 \
+	--torch-version 2.6 $lplain
+grep -qF "Linear4bit in place of 14 base linear layers (92160 weights)" "$tmp/out" ||
 	fail "QLoRA's 4-bit layers: $(grep Linear4bit "$tmp/out")"
 
 # Conflicting options (the rest of the bad input is in cli_errors.sh, which
