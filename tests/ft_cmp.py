@@ -11,7 +11,8 @@ resident, peak, marks). MEASURE "-": no measure of the case.
 --lora: also the reference's trainable set is the adapters'
 (tests/ft_torch.py's persistent split: Adam's exp_avg and exp_avg_sq,
 2 x 4 B a trainable value, and a 4 B step per adapter tensor; no frozen
-parameter's grad).
+parameter's grad), theory.json's trainable_params is PEFT's count (the
+reference's), and measure's params is theory's (the base and the adapters).
 --buckets: also DDP's buckets, the reducer's rebuilt ones in REF
 (hf_torch.py --ddp's "ddp_buckets", bytes each) against the "buckets"
 blocks of each measure's timeline (zerosim measure --timeline).
@@ -94,9 +95,20 @@ for r in runs:
 extra = ""
 if lora:
     p, n = d["persistent"], len(d["lora"]["targets"])
-    if p["adam_trainable"] != 8 * d["trainable"] + 4 * 2 * n or p["grads_frozen"]:
+    # a step counter per trainable adapter tensor: 2n, or under --freeze
+    # (frozen adapters) from 1 to 2n
+    steps = (p["adam_trainable"] - 8 * d["trainable"]) / 4
+    if not (steps == 2 * n or ("--freeze" in label and steps == int(steps) and 1 <= steps <= 2 * n)) \
+            or p["grads_frozen"]:
         bad.append(f"the reference's trainable set is not the adapters': {p}, {d['trainable']} trainable")
     extra = f", {d['trainable']:,} trainable in {n} layers"
+    # theory.json's Ψ_t and measure's Ψ: PEFT's count (print_trainable_parameters'), the base and the adapters
+    if sys.argv[2] != "-":
+        tj = json.load(open(sys.argv[2]))
+        if tj.get("trainable_params") != d["trainable"]:
+            bad.append(f"theory's trainable_params {tj.get('trainable_params')}, PEFT's {d['trainable']}")
+        if sys.argv[3] != "-" and json.load(open(sys.argv[3]))["config"]["params"] != tj["params"]:
+            bad.append(f"measure's params {json.load(open(sys.argv[3]))['config']['params']}, theory's {tj['params']}")
 if first:
     extra += f", first step's peak {first_ref:,}"
 if buckets:

@@ -19,7 +19,10 @@
 # given here); under bf16 autocast (labels "autocast": ft_torch.py --amp
 # bf16, --precision amp-bf16; DDP N = 2 too); the adapters' dropout (--lora-dropout 0.1, 0.2: bytes, the
 # noise kept where x requires grad; losses at 0 only, the masks differ;
-# DDP N = 2 K = 2 at 0.2 with its buckets; --write-case keeps the dropout).
+# DDP N = 2 K = 2 at 0.2 with its buckets; --write-case keeps the dropout);
+# --freeze over PEFT's model (the base frozen already: it freezes the
+# adapters it names, blocks:0-0 block 0's, as ft_torch.py freezes by name
+# after wrapping), plain loop and DDP N = 2.
 # And the CLI (FSDP's LoRA: tests/ft_fsdp_lora.sh):
 # SDPA, phi3 without targets, a target that matches nothing, and the
 # LoRA keys without --lora-r are one line, exit 2, nothing written (the
@@ -79,8 +82,11 @@ refuse() { # WHAT TEXT MODEL ARGS...: zerosim theory must refuse with one line n
 	refuse "a target that matches nothing" "no linear layer of" llama $plain --lora-r 4 --lora-targets c_attn
 	refuse "lm_head: not described" "output embedding (lm_head) is not described" gpt2 $plain --lora-r 4 --lora-targets lm_head
 	refuse "--lora-alpha without --lora-r" "only with --lora-r" gpt2 $plain --lora-alpha 16
-	refuse "--freeze with LoRA" "--freeze with --lora-r: freezing adapters is not described yet" gpt2 $plain \
-		--lora-r 4 --freeze blocks:0-0
+	refuse "--freeze with LoRA under FSDP" "--freeze with --lora-r: frozen adapters" gpt2 --world 2 --schemes zero3 \
+		--framework torch --wrapper fsdp --torch-version 1.13 --torch-device cpu --attn eager --lora-r 4 \
+		--freeze blocks:0-0
+	refuse "--freeze with LoRA naming no adapter" "its term 'embeddings' matches no adapter of" gpt2 $plain \
+		--lora-r 4 --freeze blocks:0-0,embeddings
 	refuse "--lora-r 0" "is not a rank" gpt2 $plain --lora-r 0
 	refuse "LoRA under FSDP with --recompute full" "gradient checkpointing with --lora-r under --wrapper fsdp" gpt2 \
 		--world 2 --schemes zero3 --framework torch --wrapper fsdp --torch-version 1.13 --torch-device cpu \
@@ -243,6 +249,9 @@ checkpointed: DDP N = 2, llama q_proj + v_proj, dropout 0.2, K = 2, no_sync, set
 checkpointed: autocast: llama, all-linear, zeros;llama;zeros;1;1;-;--lora-r 4 --lora-targets all-linear --recompute full
 checkpointed: autocast: gpt2, all-linear, dropout 0.1, set_to_none;gpt2;none;1;1;-;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1 --recompute full
 plain loop, llama q_proj + v_proj, K = 2, set_to_none;llama;none;2;1;-;--lora-r 4
+frozen adapters: gpt2 c_attn, block 0's (--freeze blocks:0-0), zeros;gpt2;zeros;1;1;-;--lora-r 4 --freeze blocks:0-0
+frozen adapters: llama q_proj + v_proj, block 1's, K = 2, set_to_none;llama;none;2;1;-;--lora-r 4 --freeze blocks:1-1
+frozen adapters: DDP N = 2, llama q_proj + v_proj, block 0's, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4 --freeze blocks:0-0
 autocast: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4
 2.6: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, set_to_none, six buckets;llama;none;2;2;on;--lora-r 4 --bucket-cap 0.0009
 2.6: DDP N = 2, gpt2 c_attn, K = 2, without no_sync, zeros;gpt2;zeros;2;2;off;--lora-r 4

@@ -187,6 +187,46 @@ expect 0 --model llama-3-8b --lora-r 16 --lora-targets all-linear --device-mem 2
 grep -q '^  zero3  N > 1 not described: --lora-r under --framework paper' "$tmp/out" ||
 	fail "theory --lora-r --world 1 --format text: no zero3 advice line: $(tail -3 "$tmp/out")"
 
+# LoRA's paper level under the PyTorch step (--framework torch): PEFT's
+# model, its base frozen and its adapters trained, as under --framework
+# paper. By hand from gpt2's shape (data/models/gpt2.json: d 768, 12
+# blocks, vocabulary 50257, 1024 positions, tied head): the base
+# Ψ_b = 50257·768 + 1024·768 + 12·(12·768² + 13·768) + 2·768 = 124,439,808;
+# LoRA r 16 on c_attn (PEFT's default; in 768, out 3·768): Ψ_t = 12·16·(768
+# + 2304) = 589,824; Ψ = Ψ_b + Ψ_t. fp32 Adam: the model states
+# 4Ψ + (4 + 8)Ψ_t = 507,196,416 B, 0.51 GB, and the paper level those plus
+# Korthikanti's 2.40 GB (2,400,591,872 B at s = 1024, fp32) = 2.91 GB.
+# (main counted g and k over every parameter: 1.99 and 4.39 GB.)
+d=768 L=12 r=16
+base=$((50257 * d + 1024 * d + L * (12 * d * d + 13 * d) + 2 * d))
+lt=$((L * r * (d + 3 * d)))
+states=$((4 * (base + lt) + 12 * lt))
+lplain="--framework torch --wrapper none --world 1 --precision fp32 --torch-device cpu --attn eager --schemes dp"
+# shellcheck disable=SC2086
+expect 0 --model gpt2 --seq 1024 $lplain --lora-r 16 --format text
+tr -s ' ' <"$tmp/out" | grep -q '^ 1 dp 0.51 - - 2.40 2.91 4.06$' ||
+	fail "gpt2 LoRA r 16 under the PyTorch step: the paper level is not 0.51 + 2.40 GB: $(grep ' dp ' "$tmp/out")"
+grep -qF "(--lora-r 16 on c_attn: 589,824 of 125,029,632 parameters trained" "$tmp/out" ||
+	fail "gpt2 LoRA r 16: the text does not name the trained adapters: $(cat "$tmp/out")"
+# shellcheck disable=SC2086
+expect 0 --model gpt2 --seq 1024 $lplain --lora-r 16 --format json
+python3 -c "import json, sys
+t = json.load(open(sys.argv[1])); r = t['rows'][0]
+got = (t['params'], t.get('trainable_params'), r['floor']['resident_bytes'], r['peak']['resident_bytes'],
+       r['peak']['trainable_params'], r['peak']['peak_bytes'])
+want = tuple(map(int, sys.argv[2:5])) + (int(sys.argv[5]), int(sys.argv[3]), int(sys.argv[5]) + 2400591872)
+assert got == want, (got, want)" "$tmp/out" $((base + lt)) "$lt" "$states" "$states" ||
+	fail "gpt2 LoRA r 16 under the PyTorch step: Ψ, Ψ_t, the floor and the paper level are not ($((base + lt)), $lt, $states)"
+# and the 4-bit base counts the base's linear layers only, not the
+# adapters (all-linear: with them counted, 42 layers): llama-tiny's 2
+# blocks of 7, q and o 64·64, k and v 32·64, gate, up and down 176·64 each,
+# 2·(2·4096 + 2·2048 + 3·11264) = 92,160 weights
+# shellcheck disable=SC2086
+expect 0 --model "${srcdir:-.}/report/models/llama-tiny.json" --lora-r 4 --lora-targets all-linear --quant-base nf4 \
+	--torch-version 2.6 $lplain
+grep -qF "Linear4bit in place of 14 base linear layers (92160 weights)" "$tmp/out" ||
+	fail "QLoRA's 4-bit layers: $(grep Linear4bit "$tmp/out")"
+
 # Conflicting options (the rest of the bad input is in cli_errors.sh, which
 # also checks that an existing output survives): exit 2, one line.
 expect 2 --layers 2,3,1 --largest-unit 5

@@ -643,7 +643,11 @@ int zs_cmd_theory(int argc, char **argv)
 		goto bad;
 	req.act.freeze = config.freeze;
 	req.act.freeze_graph = *zs_freeze_saved_spec(&config) != '\0';
-	req.act.lora = config.lora_r && config.framework == ZS_FW_PAPER ? &config : NULL;
+	/* LoRA's adapters in the description under every framework that takes
+	 * --lora-r: the floors and the paper level count PEFT's model, its
+	 * base frozen and its adapters trained (the PyTorch step's own list,
+	 * util/autograd.c, makes its adapters itself) */
+	req.act.lora = config.lora_r ? &config : NULL;
 	if (model_arg != NULL && zs_wrapper_step(&config) &&
 	    zs_torch_recompute_set(&config, zs_recompute_name(req.act.recompute), &cause) < 0)
 		goto bad;
@@ -655,6 +659,12 @@ int zs_cmd_theory(int argc, char **argv)
 		}
 		if (rc < 0)
 			goto bad;
+	}
+	if (model_arg != NULL && config.lora_r && config.framework != ZS_FW_PAPER) { /* the description's adapters */
+		struct step_params lp;
+		if (zs_lora_params(&lp, &model, &model, &config, &cause) != 0)
+			goto bad;
+		step_params_free(&lp);
 	}
 	if (model_arg == NULL && (seq_arg != NULL || recompute_arg != NULL || flash)) {
 		cause = zs_asprintf("%s needs --model (the MLP's activations are exact already)",

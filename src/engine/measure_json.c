@@ -25,18 +25,19 @@ static void breakdown(cJSON *parent, const char *key, const size_t *b)
 }
 
 /* Ψ: the MLP's widths', or the transformer's (with LoRA's adapters
- * under the paper's step: its description's, util/lora.h). */
+ * under every framework that takes --lora-r: PEFT's model, util/lora.h,
+ * as theory.json's params counts it). */
 static double params_of(const struct zs_config *c)
 {
 	if (c->tfm == NULL)
 		return zs_config_params(c);
-	if (!c->lora_r || c->framework != ZS_FW_PAPER)
+	if (!c->lora_r)
 		return (double)tfm_nparams(&c->tfm->dims);
 	struct zs_model shape;
 	struct step_params p;
 	tfm_dims_shape(&shape, &c->tfm->dims);
-	if (zs_lora_step_params(&p, &shape, &c->tfm->hf, c, NULL) != 0)
-		abort(); /* the CLI refused it (zs_lora_paper_check) */
+	if (zs_lora_params(&p, &shape, &c->tfm->hf, c, NULL) != 0)
+		abort(); /* the CLI refused it (zs_lora_paper_check; the PyTorch step's own check) */
 	double n = (double)p.numel;
 	step_params_free(&p);
 	return n;

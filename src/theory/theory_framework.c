@@ -247,6 +247,8 @@ static char *qlora_text(const struct theory_request *req)
 	char name[256];
 	for (size_t i = 0; i < p->ntensors; i++) {
 		const struct step_tensor *t = &p->tensor[i];
+		if (p->module[t->module].adapter != NULL) /* LoRA's lora_A, lora_B: trained, not quantized */
+			continue;
 		step_tensor_name(p, i, name, sizeof name);
 		if (t->ndim != 2 || strcmp(t->leaf, "weight") != 0 || strstr(name, "lm_head") || strstr(name, "wte") ||
 		    strstr(name, "wpe") || strstr(name, "embed_tokens")) {

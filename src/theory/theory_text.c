@@ -465,6 +465,18 @@ static void table_text(struct zs_buf *t, const struct theory_request *req, enum 
 		              theory_grouped(tn, sizeof tn, theory_request_trained(req)),
 		              theory_grouped(pn, sizeof pn, theory_request_params(req)), fw);
 	}
+	if (c->lora_r && req->model != NULL) { /* PEFT's model: Ψ the base's and the adapters', Ψ_t the adapters' */
+		char tn[32], pn[32];
+		const char *targets = zs_lora_targets(req->model, c->lora_targets, NULL);
+		zs_buf_printf(t, "(--lora-r %u on %s: %s of %s parameters trained, the adapters, every base parameter "
+		              "frozen as get_peft_model freezes it; under --framework %s too the model states, the paper "
+		              "level and its parts and the floors (theory.json's floor) are that run's: p over every "
+		              "parameter, g and k over the adapters, docs/schedule.md \"The floors under --freeze\"; "
+		              "Korthikanti's activations are the base model's, without the adapters' own saved tensors)\n",
+		              c->lora_r, targets != NULL ? targets : "?",
+		              theory_grouped(tn, sizeof tn, theory_request_trained(req)),
+		              theory_grouped(pn, sizeof pn, theory_request_params(req)), fw);
+	}
 	if (mem && req->alloc != NULL)
 		zs_buf_printf(t, "(--allocator cuda: the peak's fit and the largest micro-batch are judged on what "
 		              "the GPU holds, the step's reserved bytes plus the device's fixed costs; see \"What "

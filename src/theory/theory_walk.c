@@ -74,8 +74,8 @@ void theory_desc_model(struct theory_desc *d, const struct zs_model *m, const st
 	if (o->lora == NULL) {
 		step_params_build(&d->params, m);
 		step_params_freeze(&d->params, d->freeze);
-	} else if (zs_lora_step_params(&d->params, m, m, o->lora, NULL) != 0)
-		abort(); /* the CLI refused it (zs_lora_paper_check) */
+	} else if (zs_lora_params(&d->params, m, m, o->lora, NULL) != 0)
+		abort(); /* the CLI refused it (zs_lora_paper_check, cmd_theory's lora_check) */
 	d->has_params = 1;
 	/* mixed precision: the params give the conversion buffers' size */
 	step_buffers_build(&d->bufs, m, mixed ? &d->params : NULL, batch, o->seq, mixed, o->recompute);

@@ -542,6 +542,8 @@ static int param_frozen(struct bld *b, int32_t param, int part)
 	return zs_freeze_match(b->o->freeze, out, b->m->layers);
 }
 
+static int lora_frozen(struct bld *b, const struct pt *q, const char *spec);
+
 /* The first term of --freeze (comma-separated, blanks trimmed, each a
  * spec of its own) that freezes none of M's parameters, into out: 1 if
  * there is one, else 0. */
@@ -561,6 +563,12 @@ static int freeze_unmatched(struct bld *b, const struct model *M, char *out, siz
 			int hit = 0;
 			for (size_t i = 0; i < M->npt && !hit; i++) {
 				char name[256];
+				if (M->pt[i].param < 0) /* an adapter: named below, by its base layer */
+					continue;
+				if (M->nlora > 0) { /* LoRA: the base is frozen already; what counts is an adapter */
+					hit = M->pt[i].lora >= 0 && lora_frozen(b, &M->pt[i], out) > 0;
+					continue;
+				}
 				part_name(b, M->pt[i].param, M->pt[i].part, name, sizeof name);
 				hit = zs_freeze_match(out, name, b->m->layers);
 			}
@@ -2986,6 +2994,22 @@ static void lora_module_name(struct bld *b, const struct pt *q, char *out, size_
 		*dot = '\0';
 }
 
+/* Which of base layer q's adapters spec freezes by their PEFT names
+ * (MODULE.lora_A.default.weight, MODULE.lora_B.default.weight): bit 0
+ * lora_A, bit 1 lora_B. */
+static int lora_frozen(struct bld *b, const struct pt *q, const char *spec)
+{
+	char mod[256], name[320];
+	int fz = 0;
+	lora_module_name(b, q, mod, sizeof mod);
+	for (int ab = 0; ab < 2; ab++) {
+		snprintf(name, sizeof name, "%s.lora_%c.default.weight", mod, ab ? 'B' : 'A');
+		if (zs_freeze_match(spec, name, b->m->layers))
+			fz |= 1 << ab;
+	}
+	return fz;
+}
+
 /* A new adapter parameter [rows, cols] of layer `module`, trained. */
 static size_t lora_param(struct bld *b, struct model *M, int32_t module, uint64_t rows, uint64_t cols)
 {
@@ -3068,6 +3092,16 @@ static size_t lora_setup(struct bld *b, struct model *M)
 		st->b = lora_param(b, M, module, out, r);
 		op(b, AG_OP_FILL, NO, NO, NO, M->pt[st->b].w, NO, NO)->arg[0] = 0;
 		M->pt[w].lora = (int32_t)M->nlora++;
+		/* --freeze over PEFT's model: the adapters it names frozen (bit 0
+		 * lora_A, bit 1 lora_B), as tests/ft_torch.py freezes by name
+		 * after wrapping; the base is frozen already */
+		int fz = b->o->freeze && *b->o->freeze ? lora_frozen(b, &M->pt[w], b->o->freeze) : 0;
+		for (int ab = 0; ab < 2; ab++)
+			if (fz & (1 << ab)) {
+				struct pt *f = &M->pt[ab ? st->b : st->a];
+				f->frozen = 1;
+				b->rg[f->w] = 0;
+			}
 	}
 	free(old);
 	q4_stream(b, M);
@@ -6356,7 +6390,10 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		b->unsupported = "it freezes every parameter: nothing to train";
 	/* a pattern that freezes nothing is a mistake (--freeze all), not
 	 * the full run: refused as a LoRA target that matches nothing is */
-	int none_frozen = freezing && ntrain == M.npt;
+	size_t nadapter = 0; /* LoRA: the adapters, the only parameters --freeze can change */
+	for (size_t i = 0; i < M.npt; i++)
+		nadapter += M.pt[i].param < 0;
+	int none_frozen = freezing && (M.nlora > 0 ? ntrain == nadapter : ntrain == M.npt);
 	if (none_frozen)
 		b->unsupported = "no parameter matches";
 	/* and so is one term that matches nothing beside others that do
@@ -6448,11 +6485,13 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 			              : "(the default)", m->name);
 		if (!freezing)
 			return refuse(cause, "--lora-r %u: %s (not described yet)", o->lora_r, b->unsupported);
+		const char *lr = M.nlora > 0 ? " adapter" : " parameter";
+		const char *why = M.nlora > 0 ? " (LoRA freezes every base parameter already)" : "";
 		if (none_frozen)
-			return refuse(cause, "--freeze %s: no parameter of %s matches", o->freeze, m->name);
+			return refuse(cause, "--freeze %s: no%s of %s matches%s", o->freeze, lr, m->name, why);
 		if (*unmatched)
-			return refuse(cause, "--freeze %s: its term '%s' matches no parameter of %s", o->freeze, unmatched,
-			              m->name);
+			return refuse(cause, "--freeze %s: its term '%s' matches no%s of %s%s", o->freeze, unmatched, lr,
+			              m->name, why);
 		return refuse(cause, "--freeze %s: %s%s", o->freeze, b->unsupported,
 		              ntrain ? " (not described yet)" : "");
 	}

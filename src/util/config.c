@@ -49,7 +49,7 @@ const char *zs_attn_name(enum zs_attn a) { return attn_names[a]; }
 const char *zs_wrapper_name(enum zs_wrapper w) { return wrapper_names[w]; }
 int zs_config_trains_part(const struct zs_config *c)
 {
-	return c->freeze[0] || (c->lora_r && c->framework == ZS_FW_PAPER);
+	return c->freeze[0] || c->lora_r;
 }
 
 int zs_wrapper_step(const struct zs_config *c)
@@ -874,11 +874,14 @@ static int check_lora(const struct zs_config *c, char **cause)
 		               "adapters over it)", c->quant_nf4 ? "nf4" : "none");
 	if (!c->lora_r)
 		return 0;
-	/* the reference freezes by name after wrapping (adapters included);
-	 * the step freezes every base parameter and trains every adapter */
-	if (c->freeze[0])
-		return zs_fail(cause, "--freeze with --lora-r: freezing adapters is not described yet (LoRA already "
-		               "freezes every base parameter: leave --freeze out)");
+	/* get_peft_model freezes every base parameter (PEFT v0.20.0's
+	 * _mark_only_adapters_as_trainable): --freeze then freezes adapters by
+	 * name (blocks:0-0, the adapters of block 0), as tests/ft_torch.py
+	 * does after wrapping; the PyTorch step's plain loop and DDP run it */
+	if (c->freeze[0] && (c->framework != ZS_FW_TORCH || (c->wrapper != ZS_WRAPPER_NONE && c->wrapper != ZS_WRAPPER_DDP)))
+		return zs_fail(cause, "--freeze with --lora-r: frozen adapters (LoRA already freezes every base parameter, "
+		               "so --freeze can only freeze adapters) are described under --framework torch --wrapper none "
+		               "or ddp only so far");
 	if (c->framework == ZS_FW_PAPER)
 		return check_lora_paper(c, cause);
 	if ((c->framework != ZS_FW_TORCH && c->wrapper != ZS_WRAPPER_DEEPSPEED) || !zs_wrapper_step(c))

@@ -315,9 +315,10 @@ const char *zs_wrapper_name(enum zs_wrapper w);
  * util/ag_fsdp.h) or DeepSpeed's engine (--wrapper deepspeed,
  * util/ag_ds.h), not the layer driver's schemes: 1 or 0. */
 int zs_wrapper_step(const struct zs_config *c);
-/* zerosim's own step (--framework paper, deepspeed) trains part of the
- * model: --freeze, or --lora-r under --framework paper (every base
- * parameter frozen, the adapters trained: util/lora.h). 1 or 0. */
+/* The run trains part of the model: --freeze, or --lora-r under any
+ * framework (every base parameter frozen, the adapters trained:
+ * util/lora.h), so the floors and the paper level count g and k over
+ * the trained elements. 1 or 0. */
 int zs_config_trains_part(const struct zs_config *c);
 
 /* The "default"s resolved to what the release does on the device

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/freeze.h"
 #include "util/lora.h"
 #include "util/util.h"
 
@@ -178,9 +179,19 @@ void zs_lora_describe(struct step_params *p, const struct zs_lora_set *s, double
 int zs_lora_step_params(struct step_params *p, const struct zs_model *shape, const struct zs_model *hf,
                         const struct zs_config *c, char **cause)
 {
+	if (c->framework == ZS_FW_PAPER)
+		return zs_lora_params(p, shape, hf, c, cause);
 	step_params_build(p, shape);
 	step_params_freeze(p, zs_freeze_saved_spec(c));
-	if (!c->lora_r || c->framework != ZS_FW_PAPER)
+	return 0;
+}
+
+int zs_lora_params(struct step_params *p, const struct zs_model *shape, const struct zs_model *hf,
+                   const struct zs_config *c, char **cause)
+{
+	step_params_build(p, shape);
+	step_params_freeze(p, zs_freeze_saved_spec(c));
+	if (!c->lora_r)
 		return 0;
 	struct zs_lora_set s;
 	if (zs_lora_build(&s, p, hf, c->lora_r, c->lora_targets, cause) != 0) {
@@ -189,6 +200,17 @@ int zs_lora_step_params(struct step_params *p, const struct zs_model *shape, con
 	}
 	zs_lora_describe(p, &s, c->lora_dropout);
 	zs_lora_free(&s);
+	/* --freeze over PEFT's model: the base is frozen already, so it
+	 * freezes the adapters it names (....lora_A.default.weight), as
+	 * tests/ft_torch.py freezes by name after wrapping */
+	for (size_t i = 0; c->freeze[0] && i < p->ntensors; i++) {
+		char name[256];
+		if (p->module[p->tensor[i].module].adapter == NULL)
+			continue;
+		step_tensor_name(p, i, name, sizeof name);
+		if (zs_freeze_match(c->freeze, name, hf->layers))
+			p->tensor[i].frozen = 1;
+	}
 	return 0;
 }
 

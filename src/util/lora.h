@@ -96,6 +96,16 @@ void zs_lora_describe(struct step_params *p, const struct zs_lora_set *s, double
  * or -1 with *cause (p released) where no layer matches the targets. */
 int zs_lora_step_params(struct step_params *p, const struct zs_model *shape, const struct zs_model *hf,
                         const struct zs_config *c, char **cause);
+/* PEFT's model for c over `shape`, whatever the framework runs it
+ * (get_peft_model: every base parameter frozen, the adapters trained):
+ * zs_lora_step_params's description under --framework paper, and the
+ * same parameters under every framework that takes --lora-r (the PyTorch
+ * step, util/autograd.c, makes its own adapters from zs_lora_target):
+ * what the theory's floors and paper level count, Ψ the base's and the
+ * adapters' elements, Ψ_t the adapters' (docs/schedule.md, "The floors
+ * under `--freeze`"). Returns 0, or -1 with *cause (p released). */
+int zs_lora_params(struct step_params *p, const struct zs_model *shape, const struct zs_model *hf,
+                   const struct zs_config *c, char **cause);
 /* --lora-r under --framework paper (0 under any other, or without it):
  * what the paper's step runs with adapters, every --unit and --schemes
  * of c laid out over m's description (zs_freeze_units), or -1 with one
