@@ -413,7 +413,9 @@ static const struct zs_opt options[] = {
  * fails on the built step (zerosim's internal error: exit 1). */
 static int plain_step_check(const struct zs_config *c, char **cause)
 {
-	if (c->precision == ZS_MIXED)
+	/* (under --wrapper deepspeed, mixed is DeepSpeed's bf16: module.bfloat16(),
+	 * util/config.c check_ds_wrapper) */
+	if (c->precision == ZS_MIXED && c->wrapper != ZS_WRAPPER_DEEPSPEED)
 		return zs_fail(cause, "--precision mixed: the PyTorch step (--wrapper %s) is PyTorch's own: fp32 or "
 		               "autocast (give --precision fp32 or amp-bf16)", zs_wrapper_name(c->wrapper));
 	struct step_params p;

@@ -1866,8 +1866,13 @@ static int do_sharded(struct ag_exec *x, unsigned n, const struct ag_event *e, s
 		rc = view(&x[k], e->in[0], &vi[k], e, ei, cause);
 		if (rc == 0)
 			rc = view(&x[k], e->out[0], &vo[k], e, ei, cause);
-		if (rc == 0 && (vi[k].dt != AG_F32 || vo[k].dt != AG_F32))
-			rc = fail_ev(cause, e, ei, "an FSDP collective over %s: fp32 only", ag_dtype_name(vi[k].dt));
+		/* (DeepSpeed's bf16 gathers into its bf16 flat buffer from the fp32
+		 * partition its rank's view was copied from, util/ag_ds.c: the
+		 * same values, rounded as they are stored) */
+		if (rc == 0 && (vi[k].dt != AG_F32 ||
+		                (vo[k].dt != AG_F32 && !(e->op == AG_OP_ALL_GATHER && vo[k].dt == AG_BF16))))
+			rc = fail_ev(cause, e, ei, "an FSDP collective over %s: fp32 only",
+			             ag_dtype_name(vi[k].dt != AG_F32 ? vi[k].dt : vo[k].dt));
 		if (rc == 0 && !x[k].written[storage_of(&x[k], e->in[0])])
 			rc = fail_ev(cause, e, ei, "%s (%u) is read before anything wrote it", what_of(x[k].s, e->in[0]),
 			             e->in[0]);
@@ -1900,7 +1905,7 @@ static int do_sharded(struct ag_exec *x, unsigned n, const struct ag_event *e, s
 		unsigned long long elems = (unsigned long long)(n - 1) * shard;
 		x[k].comm.calls[kind]++;
 		x[k].comm.elements[kind] += elems;
-		x[k].comm.bytes[kind] += elems * 4;
+		x[k].comm.bytes[kind] += elems * (kind == ZS_ALL_GATHER ? vo[k].es : vi[k].es); /* the gathered buffer's */
 	}
 	free(vi);
 	free(vo);
@@ -1924,9 +1929,10 @@ static int do_collective(struct ag_exec *x, unsigned n, const struct ag_event *e
 	/* a broadcast copies: uint8 too (QLoRA's packed weights at DDP's
 	 * construction; every code 0..255 is exact through a float); an
 	 * all-reduce sums float64 in float64 (DeepSpeed's ZeRO-3 norm,
-	 * util/ag_ds3.c) */
+	 * util/ag_ds3.c); bf16 (DeepSpeed's bf16, util/ag_ds.c) sums in fp32,
+	 * rounded once */
 	const int f64 = e->op == AG_OP_ALL_REDUCE_SUM_ && v0.dt == AG_F64;
-	if (v0.dt != AG_F32 && !(e->op == AG_OP_BROADCAST_ && v0.dt == AG_U8) && !f64)
+	if (v0.dt != AG_F32 && v0.dt != AG_BF16 && !(e->op == AG_OP_BROADCAST_ && v0.dt == AG_U8) && !f64)
 		return fail_ev(cause, e, ei, "a collective over %s: fp32 only", ag_dtype_name(v0.dt));
 	struct agv *v = zs_malloc(n * sizeof *v);
 	int rc = 0;
@@ -2123,7 +2129,8 @@ static int param_place(const struct tfm_feed *f, const struct ag_step *s, uint32
 	*cols = st->ndim == 2 ? st->numel / (conv1d(f, *i) ? st->shape[1] : st->shape[0]) : 1;
 	if (conv1d(f, *i)) /* (in, out): the flat vector's rows are its columns */
 		*rows = st->shape[1];
-	if (a->dtype != AG_F32 || a->bytes != *rows * *cols * 4)
+	/* fp32, or bf16 after module.bfloat16() (DeepSpeed's bf16) */
+	if ((a->dtype != AG_F32 && a->dtype != AG_BF16) || a->bytes != *rows * *cols * ag_dtype_size(a->dtype))
 		return zs_fail(cause, "the PyTorch step's parameter %s (%u) is not the fp32 %llu x %llu part of its tensor",
 		               what_of(s, t), t, (unsigned long long)*rows, (unsigned long long)*cols);
 	return 0;
@@ -2138,15 +2145,18 @@ static int feed_tfm_param(void *ctx, const struct ag_step *s, uint32_t t, void *
 		return -1;
 	uint64_t first = f->off[i] + r0 * cols, n = rows * cols;
 	float *d = data;
-	if (!conv1d(f, i)) {
+	/* module.bfloat16(): the fp32 weights rounded to bf16 (nearest even) */
+	uint16_t *d16 = s->tensor[t].dtype == AG_BF16 ? data : NULL;
+	if (!conv1d(f, i) && d16 == NULL) {
 		if (f->init != NULL)
 			memcpy(d, f->init + first, n * sizeof *d);
 		else
 			tfm_init_range(d, &f->dims, f->c->seed, first, n);
 		return 0;
 	}
-	/* the flat vector's (out, in) rows into the list's (in, out), a
-	 * piece of a row at a time through a small buffer on the stack */
+	/* the flat vector's (out, in) rows into the list's (in, out) (or its
+	 * rows into bf16), a piece of a row at a time through a small buffer
+	 * on the stack */
 	float piece[512];
 	for (uint64_t o = 0; o < rows; o++)
 		for (uint64_t c0 = 0; c0 < cols; c0 += 512) {
@@ -2156,8 +2166,13 @@ static int feed_tfm_param(void *ctx, const struct ag_step *s, uint32_t t, void *
 				src = f->init + first + o * cols + c0;
 			else
 				tfm_init_range(piece, &f->dims, f->c->seed, first + o * cols + c0, k);
-			for (uint64_t j = 0; j < k; j++)
-				d[(c0 + j) * rows + o] = src[j];
+			for (uint64_t j = 0; j < k; j++) {
+				uint64_t at = conv1d(f, i) ? (c0 + j) * rows + o : o * cols + c0 + j;
+				if (d16 != NULL)
+					d16[at] = to_bf16(src[j]);
+				else
+					d[at] = src[j];
+			}
 		}
 	return 0;
 }
@@ -2233,7 +2248,9 @@ static int tfm_prepare(struct tfm_feed *f, struct ag_step *s, struct ag_options 
 	o->beta1 = c->beta1;
 	o->beta2 = c->beta2;
 	o->eps = c->eps;
-	if (c->precision == ZS_MIXED) {
+	/* (mixed under --wrapper deepspeed is DeepSpeed's bf16: the list's own
+	 * bf16 module, util/autograd.h ag_options.mdt) */
+	if (c->precision == ZS_MIXED && c->wrapper != ZS_WRAPPER_DEEPSPEED) {
 		feed_free(f);
 		return zs_fail(cause, "--precision %s: the PyTorch step (--wrapper %s) runs fp32 or autocast",
 		               zs_precision_name(c->precision), zs_wrapper_name(c->wrapper));
@@ -2307,6 +2324,28 @@ static const float *viewed_param(const struct ag_exec *x, uint32_t t)
 	return NULL;
 }
 
+/* viewed_param's bf16 case: the view's values widened into out[]
+ * (the parameter's elements); 0 where t has no such view. */
+static int viewed_param16(const struct ag_exec *x, uint32_t t, float *out)
+{
+	const struct ag_step *s = x->s;
+	const struct ag_tensor *a = &s->tensor[t];
+	for (uint32_t v = 0; v < s->ntensors; v++) {
+		const struct ag_tensor *b = &s->tensor[v];
+		if (b->role == AG_ROLE_PARAM && b->storage != v && b->param == a->param && b->part == a->part) {
+			const uint16_t *d = ag_exec_data(x, b->storage);
+			if (d == NULL || s->tensor[b->storage].dtype != AG_BF16)
+				return 0;
+			for (uint64_t e = 0; e < a->bytes / 2; e++) {
+				uint32_t u = (uint32_t)d[b->offset + e] << 16;
+				memcpy(&out[e], &u, 4);
+			}
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* Whether the step holds parameter tensor i (part `part`) quantized to 4
  * bits (util/autograd.c's QLoRA section: its packed codes, a uint8
  * buffer of that parameter). */
@@ -2347,6 +2386,13 @@ static int final_weights(const struct tfm_feed *f, const struct ag_exec *x, unsi
 			const float *d = t < s->ntensors ? ag_exec_data(x, t) : NULL;
 			if (d == NULL && t < s->ntensors && nranks < 2)
 				d = viewed_param(x, t);
+			if (d == NULL && t < s->ntensors && nranks < 2 && s->tensor[t].dtype == AG_BF16) {
+				/* DeepSpeed's bf16: the model's bf16 view of the flat
+				 * buffer, widened (exactly) */
+				joined = zs_realloc(joined, (s->tensor[t].bytes / 2) * sizeof *joined);
+				if (viewed_param16(x, t, joined))
+					d = joined;
+			}
 			if (t == s->ntensors || (d == NULL && nranks < 2)) {
 				rc = zs_fail(cause, "the PyTorch step holds no parameter for tensor %zu (part %d) at its end", i, part);
 				break;
