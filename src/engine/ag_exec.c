@@ -548,11 +548,25 @@ static int blas_of(const struct mat *m, CBLAS_TRANSPOSE *t, blasint *ld)
 	return -1;
 }
 
-static inline float mat_ld(const struct mat *m, uint64_t i, uint64_t j)
+/* n elements of v from element `at`, `step` apart, widened into out[]
+ * (ld's values; the dtype's case chosen once) */
+static void ld_run(const struct agv *v, int64_t at, int64_t step, uint64_t n, float *out)
 {
-	struct agv v = *m->v;
-	v.base = m->p;
-	return ld(&v, (int64_t)i * m->rs + (int64_t)j * m->cs);
+	const unsigned char *p = (const unsigned char *)v->base;
+	if (v->dt == AG_BF16) {
+		for (uint64_t j = 0; j < n; j++) {
+			uint16_t h;
+			memcpy(&h, p + (at + (int64_t)j * step) * 2, 2);
+			uint32_t u = (uint32_t)h << 16;
+			memcpy(&out[j], &u, 4);
+		}
+	} else if (v->dt == AG_F32) {
+		for (uint64_t j = 0; j < n; j++)
+			memcpy(&out[j], p + (at + (int64_t)j * step) * 4, 4);
+	} else {
+		for (uint64_t j = 0; j < n; j++)
+			out[j] = ld(v, at + (int64_t)j * step);
+	}
 }
 
 /* c = beta·c + a @ b (beta 0 or 1). */
@@ -569,14 +583,25 @@ static void gemm(const struct mat *c, const struct mat *a, const struct mat *b, 
 		            (const float *)b->p, lb, beta, (float *)c->p, lc);
 		return;
 	}
-	struct agv cv = *c->v;
-	cv.base = c->p;
+	/* (16-bit or strided operands) each element's sum in k's order, as
+	 * one accumulator a column would: a row's columns 256 at a time, a
+	 * over k outside, so b is read along its rows */
+	struct agv av = *a->v, bv = *b->v, cv = *c->v;
+	av.base = a->p, bv.base = b->p, cv.base = c->p;
+	float acc[256], brow[256];
 	for (uint64_t i = 0; i < M; i++)
-		for (uint64_t j = 0; j < N; j++) {
-			float acc = beta != 0.0f ? mat_ld(c, i, j) : 0.0f;
-			for (uint64_t k = 0; k < K; k++)
-				acc += mat_ld(a, i, k) * mat_ld(b, k, j);
-			st(&cv, (int64_t)i * c->rs + (int64_t)j * c->cs, acc);
+		for (uint64_t j0 = 0; j0 < N; j0 += 256) {
+			uint64_t nj = N - j0 < 256 ? N - j0 : 256;
+			for (uint64_t j = 0; j < nj; j++)
+				acc[j] = beta != 0.0f ? ld(&cv, (int64_t)i * c->rs + (int64_t)(j0 + j) * c->cs) : 0.0f;
+			for (uint64_t k = 0; k < K; k++) {
+				float aik = ld(&av, (int64_t)i * a->rs + (int64_t)k * a->cs);
+				ld_run(&bv, (int64_t)k * b->rs + (int64_t)j0 * b->cs, b->cs, nj, brow);
+				for (uint64_t j = 0; j < nj; j++)
+					acc[j] += aik * brow[j];
+			}
+			for (uint64_t j = 0; j < nj; j++)
+				st(&cv, (int64_t)i * c->rs + (int64_t)(j0 + j) * c->cs, acc[j]);
 		}
 }
 

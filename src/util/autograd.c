@@ -6263,6 +6263,12 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (fam == sizeof described / sizeof *described)
 		return refuse(cause, "--model %s: the PyTorch step of a %s is not described yet (gpt2, llama, "
 		              "mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, mixtral, qwen2_moe and qwen3_moe are)", m->name, m->model_type);
+	/* module.bfloat16() (DeepSpeed's bf16, ag_options.mdt): gpt2's and
+	 * llama's step, checked against PyTorch 1.13's allocator
+	 * (tests/ds_bf16_torch.sh); the other families by name */
+	if (o->mdt != AG_F32 && fam > 1)
+		return refuse(cause, "--model %s: DeepSpeed's bf16 (--precision mixed) over the PyTorch step of a %s is not "
+		              "described yet (gpt2 and llama are)", m->name, m->model_type);
 	/* mixtral's block (moe_fwd): as checked against 1.13's allocator
 	 * (tests/moe_hf_torch.sh), its routing the step's own; the rest by name */
 	if (m->experts > 0 && moe_refuse(m, o, cause) < 0)
