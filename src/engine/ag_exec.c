@@ -2333,42 +2333,44 @@ static int sharded_param(const struct ag_exec *x, unsigned n, uint32_t t, float 
 
 /* Under DeepSpeed's engine (util/ag_ds.h) the model's parameter storage t
  * is gone too (freed at construction), and its parameter a view of the
- * flat buffer, whole on every rank after the step's all-gather: rank x's
- * values there, or NULL where t has no such view. */
+ * flat buffer, whole on every rank after the step's all-gather: that view
+ * (AG_NONE where t has none); viewed_param gives rank x's fp32 values
+ * there, or NULL. */
+static uint32_t param_view(const struct ag_step *s, uint32_t t)
+{
+	const struct ag_tensor *a = &s->tensor[t];
+	for (uint32_t v = 0; v < s->ntensors; v++) {
+		const struct ag_tensor *b = &s->tensor[v];
+		if (b->role == AG_ROLE_PARAM && b->storage != v && b->param == a->param && b->part == a->part)
+			return v;
+	}
+	return AG_NONE;
+}
+
 static const float *viewed_param(const struct ag_exec *x, uint32_t t)
 {
 	const struct ag_step *s = x->s;
-	const struct ag_tensor *a = &s->tensor[t];
-	for (uint32_t v = 0; v < s->ntensors; v++) {
-		const struct ag_tensor *b = &s->tensor[v];
-		if (b->role == AG_ROLE_PARAM && b->storage != v && b->param == a->param && b->part == a->part) {
-			const float *d = ag_exec_data(x, b->storage);
-			return d != NULL && s->tensor[b->storage].dtype == AG_F32 ? d + b->offset : NULL;
-		}
-	}
-	return NULL;
+	uint32_t v = param_view(s, t);
+	if (v == AG_NONE)
+		return NULL;
+	const float *d = ag_exec_data(x, s->tensor[v].storage);
+	return d != NULL && s->tensor[s->tensor[v].storage].dtype == AG_F32 ? d + s->tensor[v].offset : NULL;
 }
 
-/* viewed_param's bf16 case: the view's values widened into out[]
- * (the parameter's elements); 0 where t has no such view. */
+/* viewed_param's bf16 case (DeepSpeed's bf16): the view's values widened
+ * into out[] (the parameter's elements); 0 where t has no such view. */
 static int viewed_param16(const struct ag_exec *x, uint32_t t, float *out)
 {
 	const struct ag_step *s = x->s;
-	const struct ag_tensor *a = &s->tensor[t];
-	for (uint32_t v = 0; v < s->ntensors; v++) {
-		const struct ag_tensor *b = &s->tensor[v];
-		if (b->role == AG_ROLE_PARAM && b->storage != v && b->param == a->param && b->part == a->part) {
-			const uint16_t *d = ag_exec_data(x, b->storage);
-			if (d == NULL || s->tensor[b->storage].dtype != AG_BF16)
-				return 0;
-			for (uint64_t e = 0; e < a->bytes / 2; e++) {
-				uint32_t u = (uint32_t)d[b->offset + e] << 16;
-				memcpy(&out[e], &u, 4);
-			}
-			return 1;
-		}
+	uint32_t v = param_view(s, t);
+	const uint16_t *d = v != AG_NONE ? ag_exec_data(x, s->tensor[v].storage) : NULL;
+	if (d == NULL || s->tensor[s->tensor[v].storage].dtype != AG_BF16)
+		return 0;
+	for (uint64_t e = 0; e < s->tensor[t].bytes / 2; e++) {
+		uint32_t u = (uint32_t)d[s->tensor[v].offset + e] << 16;
+		memcpy(&out[e], &u, 4);
 	}
-	return 0;
+	return 1;
 }
 
 /* Whether the step holds parameter tensor i (part `part`) quantized to 4
