@@ -2171,8 +2171,9 @@ static int feed_tfm_param(void *ctx, const struct ag_step *s, uint32_t t, void *
 	uint64_t first = f->off[i] + r0 * cols, n = rows * cols;
 	float *d = data;
 	/* module.bfloat16(): the fp32 weights rounded to bf16 (nearest even) */
-	uint16_t *d16 = s->tensor[t].dtype == AG_BF16 ? data : NULL;
-	if (!conv1d(f, i) && d16 == NULL) {
+	const int bf = s->tensor[t].dtype == AG_BF16;
+	uint16_t *d16 = data;
+	if (!conv1d(f, i) && !bf) {
 		if (f->init != NULL)
 			memcpy(d, f->init + first, n * sizeof *d);
 		else
@@ -2193,7 +2194,7 @@ static int feed_tfm_param(void *ctx, const struct ag_step *s, uint32_t t, void *
 				tfm_init_range(piece, &f->dims, f->c->seed, first + o * cols + c0, k);
 			for (uint64_t j = 0; j < k; j++) {
 				uint64_t at = conv1d(f, i) ? (c0 + j) * rows + o : o * cols + c0 + j;
-				if (d16 != NULL)
+				if (bf)
 					d16[at] = to_bf16(src[j]);
 				else
 					d[at] = src[j];
