@@ -30,9 +30,9 @@
 #  - the figures are printed.
 # Not compared with DeepSpeed itself (not installable here).
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
-# About 50 s on a loaded 2-core machine (8 profiled runs in one python3,
-# then 4 in each of 2 gloo ranks; 12 s of CPU; zerosim's bf16 measures
-# about 9 s).
+# About 67 s on a 2-core machine at load 16 (59 s there without the bf16
+# rows: 8 profiled runs in one python3, then 4 in each of 2 gloo ranks;
+# the bf16 rows add no python, 6 zerosim measures and 4 theories).
 set -u
 top=${ZS_BUILDDIR:-.}
 src=${srcdir:-.}
