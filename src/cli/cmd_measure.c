@@ -55,7 +55,9 @@ static void usage(FILE *f)
 	      "                         or fp32 (--model: the default); amp-bf16: PyTorch's\n"
 	      "                         autocast (bf16 on the CPU, fp32 state) over the\n"
 	      "                         PyTorch step (--wrapper none, ddp or fsdp; gpt2, llama,\n"
-	      "                         mistral, qwen2, qwen3, phi3)\n"
+	      "                         mistral, qwen2, qwen3, phi3); under --wrapper\n"
+	      "                         deepspeed, mixed is DeepSpeed's bf16 (the module\n"
+	      "                         cast to bf16, fp32 partition; zero1, zero2)\n"
 	      "      --optimizer O      adam (default) or sgd (with momentum 0.9)\n"
 	      "      --lr RATE          learning rate (default 0.001)\n"
 	      "      --beta1 B1, --beta2 B2, --eps E\n"
@@ -413,7 +415,9 @@ static const struct zs_opt options[] = {
  * fails on the built step (zerosim's internal error: exit 1). */
 static int plain_step_check(const struct zs_config *c, char **cause)
 {
-	if (c->precision == ZS_MIXED)
+	/* (under --wrapper deepspeed, mixed is DeepSpeed's bf16: module.bfloat16(),
+	 * util/config.c check_ds_wrapper) */
+	if (c->precision == ZS_MIXED && c->wrapper != ZS_WRAPPER_DEEPSPEED)
 		return zs_fail(cause, "--precision mixed: the PyTorch step (--wrapper %s) is PyTorch's own: fp32 or "
 		               "autocast (give --precision fp32 or amp-bf16)", zs_wrapper_name(c->wrapper));
 	struct step_params p;

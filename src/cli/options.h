@@ -101,7 +101,8 @@ struct zs_opt {
 	"                         fp32, PyTorch 1.13, one a run, each rank's bytes\n" \
 	"                         its own; --ds-reduce-bucket sets its bucket; ZeRO-1\n" \
 	"                         and 2 with --freeze, --lora-r, --recompute full,\n" \
-	"                         --grad-accum)\n" \
+	"                         --grad-accum; ZeRO-1 and 2 in DeepSpeed's bf16,\n" \
+	"                         --precision mixed: module.bfloat16(), gpt2, llama)\n" \
 	"      --grad-accum K     --wrapper none, ddp, fsdp or deepspeed, --framework\n" \
 	"                         deepspeed\n" \
 	"                         (no --offload) or --framework paper (the MLP and the\n" \

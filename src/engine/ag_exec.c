@@ -548,11 +548,25 @@ static int blas_of(const struct mat *m, CBLAS_TRANSPOSE *t, blasint *ld)
 	return -1;
 }
 
-static inline float mat_ld(const struct mat *m, uint64_t i, uint64_t j)
+/* n elements of v from element `at`, `step` apart, widened into out[]
+ * (ld's values; the dtype's case chosen once) */
+static void ld_run(const struct agv *v, int64_t at, int64_t step, uint64_t n, float *out)
 {
-	struct agv v = *m->v;
-	v.base = m->p;
-	return ld(&v, (int64_t)i * m->rs + (int64_t)j * m->cs);
+	const unsigned char *p = (const unsigned char *)v->base;
+	if (v->dt == AG_BF16) {
+		for (uint64_t j = 0; j < n; j++) {
+			uint16_t h;
+			memcpy(&h, p + (at + (int64_t)j * step) * 2, 2);
+			uint32_t u = (uint32_t)h << 16;
+			memcpy(&out[j], &u, 4);
+		}
+	} else if (v->dt == AG_F32) {
+		for (uint64_t j = 0; j < n; j++)
+			memcpy(&out[j], p + (at + (int64_t)j * step) * 4, 4);
+	} else {
+		for (uint64_t j = 0; j < n; j++)
+			out[j] = ld(v, at + (int64_t)j * step);
+	}
 }
 
 /* c = beta·c + a @ b (beta 0 or 1). */
@@ -569,14 +583,25 @@ static void gemm(const struct mat *c, const struct mat *a, const struct mat *b, 
 		            (const float *)b->p, lb, beta, (float *)c->p, lc);
 		return;
 	}
-	struct agv cv = *c->v;
-	cv.base = c->p;
+	/* (16-bit or strided operands) each element's sum in k's order, as
+	 * one accumulator a column would: a row's columns 256 at a time, a
+	 * over k outside, so b is read along its rows */
+	struct agv av = *a->v, bv = *b->v, cv = *c->v;
+	av.base = a->p, bv.base = b->p, cv.base = c->p;
+	float acc[256], brow[256];
 	for (uint64_t i = 0; i < M; i++)
-		for (uint64_t j = 0; j < N; j++) {
-			float acc = beta != 0.0f ? mat_ld(c, i, j) : 0.0f;
-			for (uint64_t k = 0; k < K; k++)
-				acc += mat_ld(a, i, k) * mat_ld(b, k, j);
-			st(&cv, (int64_t)i * c->rs + (int64_t)j * c->cs, acc);
+		for (uint64_t j0 = 0; j0 < N; j0 += 256) {
+			uint64_t nj = N - j0 < 256 ? N - j0 : 256;
+			for (uint64_t j = 0; j < nj; j++)
+				acc[j] = beta != 0.0f ? ld(&cv, (int64_t)i * c->rs + (int64_t)(j0 + j) * c->cs) : 0.0f;
+			for (uint64_t k = 0; k < K; k++) {
+				float aik = ld(&av, (int64_t)i * a->rs + (int64_t)k * a->cs);
+				ld_run(&bv, (int64_t)k * b->rs + (int64_t)j0 * b->cs, b->cs, nj, brow);
+				for (uint64_t j = 0; j < nj; j++)
+					acc[j] += aik * brow[j];
+			}
+			for (uint64_t j = 0; j < nj; j++)
+				st(&cv, (int64_t)i * c->rs + (int64_t)(j0 + j) * c->cs, acc[j]);
 		}
 }
 
@@ -1866,8 +1891,13 @@ static int do_sharded(struct ag_exec *x, unsigned n, const struct ag_event *e, s
 		rc = view(&x[k], e->in[0], &vi[k], e, ei, cause);
 		if (rc == 0)
 			rc = view(&x[k], e->out[0], &vo[k], e, ei, cause);
-		if (rc == 0 && (vi[k].dt != AG_F32 || vo[k].dt != AG_F32))
-			rc = fail_ev(cause, e, ei, "an FSDP collective over %s: fp32 only", ag_dtype_name(vi[k].dt));
+		/* (DeepSpeed's bf16 gathers into its bf16 flat buffer from the fp32
+		 * partition its rank's view was copied from, util/ag_ds.c: the
+		 * same values, rounded as they are stored) */
+		if (rc == 0 && (vi[k].dt != AG_F32 ||
+		                (vo[k].dt != AG_F32 && !(e->op == AG_OP_ALL_GATHER && vo[k].dt == AG_BF16))))
+			rc = fail_ev(cause, e, ei, "an FSDP collective over %s: fp32 only",
+			             ag_dtype_name(vi[k].dt != AG_F32 ? vi[k].dt : vo[k].dt));
 		if (rc == 0 && !x[k].written[storage_of(&x[k], e->in[0])])
 			rc = fail_ev(cause, e, ei, "%s (%u) is read before anything wrote it", what_of(x[k].s, e->in[0]),
 			             e->in[0]);
@@ -1900,7 +1930,7 @@ static int do_sharded(struct ag_exec *x, unsigned n, const struct ag_event *e, s
 		unsigned long long elems = (unsigned long long)(n - 1) * shard;
 		x[k].comm.calls[kind]++;
 		x[k].comm.elements[kind] += elems;
-		x[k].comm.bytes[kind] += elems * 4;
+		x[k].comm.bytes[kind] += elems * (kind == ZS_ALL_GATHER ? vo[k].es : vi[k].es); /* the gathered buffer's */
 	}
 	free(vi);
 	free(vo);
@@ -1924,9 +1954,10 @@ static int do_collective(struct ag_exec *x, unsigned n, const struct ag_event *e
 	/* a broadcast copies: uint8 too (QLoRA's packed weights at DDP's
 	 * construction; every code 0..255 is exact through a float); an
 	 * all-reduce sums float64 in float64 (DeepSpeed's ZeRO-3 norm,
-	 * util/ag_ds3.c) */
+	 * util/ag_ds3.c); bf16 (DeepSpeed's bf16, util/ag_ds.c) sums in fp32,
+	 * rounded once */
 	const int f64 = e->op == AG_OP_ALL_REDUCE_SUM_ && v0.dt == AG_F64;
-	if (v0.dt != AG_F32 && !(e->op == AG_OP_BROADCAST_ && v0.dt == AG_U8) && !f64)
+	if (v0.dt != AG_F32 && v0.dt != AG_BF16 && !(e->op == AG_OP_BROADCAST_ && v0.dt == AG_U8) && !f64)
 		return fail_ev(cause, e, ei, "a collective over %s: fp32 only", ag_dtype_name(v0.dt));
 	struct agv *v = zs_malloc(n * sizeof *v);
 	int rc = 0;
@@ -2123,7 +2154,8 @@ static int param_place(const struct tfm_feed *f, const struct ag_step *s, uint32
 	*cols = st->ndim == 2 ? st->numel / (conv1d(f, *i) ? st->shape[1] : st->shape[0]) : 1;
 	if (conv1d(f, *i)) /* (in, out): the flat vector's rows are its columns */
 		*rows = st->shape[1];
-	if (a->dtype != AG_F32 || a->bytes != *rows * *cols * 4)
+	/* fp32, or bf16 after module.bfloat16() (DeepSpeed's bf16) */
+	if ((a->dtype != AG_F32 && a->dtype != AG_BF16) || a->bytes != *rows * *cols * ag_dtype_size(a->dtype))
 		return zs_fail(cause, "the PyTorch step's parameter %s (%u) is not the fp32 %llu x %llu part of its tensor",
 		               what_of(s, t), t, (unsigned long long)*rows, (unsigned long long)*cols);
 	return 0;
@@ -2138,15 +2170,19 @@ static int feed_tfm_param(void *ctx, const struct ag_step *s, uint32_t t, void *
 		return -1;
 	uint64_t first = f->off[i] + r0 * cols, n = rows * cols;
 	float *d = data;
-	if (!conv1d(f, i)) {
+	/* module.bfloat16(): the fp32 weights rounded to bf16 (nearest even) */
+	const int bf = s->tensor[t].dtype == AG_BF16;
+	uint16_t *d16 = data;
+	if (!conv1d(f, i) && !bf) {
 		if (f->init != NULL)
 			memcpy(d, f->init + first, n * sizeof *d);
 		else
 			tfm_init_range(d, &f->dims, f->c->seed, first, n);
 		return 0;
 	}
-	/* the flat vector's (out, in) rows into the list's (in, out), a
-	 * piece of a row at a time through a small buffer on the stack */
+	/* the flat vector's (out, in) rows into the list's (in, out) (or its
+	 * rows into bf16), a piece of a row at a time through a small buffer
+	 * on the stack */
 	float piece[512];
 	for (uint64_t o = 0; o < rows; o++)
 		for (uint64_t c0 = 0; c0 < cols; c0 += 512) {
@@ -2156,8 +2192,13 @@ static int feed_tfm_param(void *ctx, const struct ag_step *s, uint32_t t, void *
 				src = f->init + first + o * cols + c0;
 			else
 				tfm_init_range(piece, &f->dims, f->c->seed, first + o * cols + c0, k);
-			for (uint64_t j = 0; j < k; j++)
-				d[(c0 + j) * rows + o] = src[j];
+			for (uint64_t j = 0; j < k; j++) {
+				uint64_t at = conv1d(f, i) ? (c0 + j) * rows + o : o * cols + c0 + j;
+				if (bf)
+					d16[at] = to_bf16(src[j]);
+				else
+					d[at] = src[j];
+			}
 		}
 	return 0;
 }
@@ -2233,7 +2274,9 @@ static int tfm_prepare(struct tfm_feed *f, struct ag_step *s, struct ag_options 
 	o->beta1 = c->beta1;
 	o->beta2 = c->beta2;
 	o->eps = c->eps;
-	if (c->precision == ZS_MIXED) {
+	/* (mixed under --wrapper deepspeed is DeepSpeed's bf16: the list's own
+	 * bf16 module, util/autograd.h ag_options.mdt) */
+	if (c->precision == ZS_MIXED && c->wrapper != ZS_WRAPPER_DEEPSPEED) {
 		feed_free(f);
 		return zs_fail(cause, "--precision %s: the PyTorch step (--wrapper %s) runs fp32 or autocast",
 		               zs_precision_name(c->precision), zs_wrapper_name(c->wrapper));
@@ -2291,20 +2334,44 @@ static int sharded_param(const struct ag_exec *x, unsigned n, uint32_t t, float 
 
 /* Under DeepSpeed's engine (util/ag_ds.h) the model's parameter storage t
  * is gone too (freed at construction), and its parameter a view of the
- * flat buffer, whole on every rank after the step's all-gather: rank x's
- * values there, or NULL where t has no such view. */
-static const float *viewed_param(const struct ag_exec *x, uint32_t t)
+ * flat buffer, whole on every rank after the step's all-gather: that view
+ * (AG_NONE where t has none); viewed_param gives rank x's fp32 values
+ * there, or NULL. */
+static uint32_t param_view(const struct ag_step *s, uint32_t t)
 {
-	const struct ag_step *s = x->s;
 	const struct ag_tensor *a = &s->tensor[t];
 	for (uint32_t v = 0; v < s->ntensors; v++) {
 		const struct ag_tensor *b = &s->tensor[v];
-		if (b->role == AG_ROLE_PARAM && b->storage != v && b->param == a->param && b->part == a->part) {
-			const float *d = ag_exec_data(x, b->storage);
-			return d != NULL && s->tensor[b->storage].dtype == AG_F32 ? d + b->offset : NULL;
-		}
+		if (b->role == AG_ROLE_PARAM && b->storage != v && b->param == a->param && b->part == a->part)
+			return v;
 	}
-	return NULL;
+	return AG_NONE;
+}
+
+static const float *viewed_param(const struct ag_exec *x, uint32_t t)
+{
+	const struct ag_step *s = x->s;
+	uint32_t v = param_view(s, t);
+	if (v == AG_NONE)
+		return NULL;
+	const float *d = ag_exec_data(x, s->tensor[v].storage);
+	return d != NULL && s->tensor[s->tensor[v].storage].dtype == AG_F32 ? d + s->tensor[v].offset : NULL;
+}
+
+/* viewed_param's bf16 case (DeepSpeed's bf16): the view's values widened
+ * into out[] (the parameter's elements); 0 where t has no such view. */
+static int viewed_param16(const struct ag_exec *x, uint32_t t, float *out)
+{
+	const struct ag_step *s = x->s;
+	uint32_t v = param_view(s, t);
+	const uint16_t *d = v != AG_NONE ? ag_exec_data(x, s->tensor[v].storage) : NULL;
+	if (d == NULL || s->tensor[s->tensor[v].storage].dtype != AG_BF16)
+		return 0;
+	for (uint64_t e = 0; e < s->tensor[t].bytes / 2; e++) {
+		uint32_t u = (uint32_t)d[s->tensor[v].offset + e] << 16;
+		memcpy(&out[e], &u, 4);
+	}
+	return 1;
 }
 
 /* Whether the step holds parameter tensor i (part `part`) quantized to 4
@@ -2347,6 +2414,13 @@ static int final_weights(const struct tfm_feed *f, const struct ag_exec *x, unsi
 			const float *d = t < s->ntensors ? ag_exec_data(x, t) : NULL;
 			if (d == NULL && t < s->ntensors && nranks < 2)
 				d = viewed_param(x, t);
+			if (d == NULL && t < s->ntensors && nranks < 2 && s->tensor[t].dtype == AG_BF16) {
+				/* DeepSpeed's bf16: the model's bf16 view of the flat
+				 * buffer, widened (exactly) */
+				joined = zs_realloc(joined, (s->tensor[t].bytes / 2) * sizeof *joined);
+				if (viewed_param16(x, t, joined))
+					d = joined;
+			}
 			if (t == s->ntensors || (d == NULL && nranks < 2)) {
 				rc = zs_fail(cause, "the PyTorch step holds no parameter for tensor %zu (part %d) at its end", i, part);
 				break;

@@ -69,7 +69,9 @@ static int build(const struct zs_model *m, const struct zs_config *c, uint64_t b
 int theory_autograd_check(const struct zs_model *m, const struct zs_config *c, uint64_t seq, int bf16,
                           char **cause)
 {
-	if (c->precision == ZS_MIXED || bf16)
+	/* under --wrapper deepspeed, mixed (and bf16, its bytes) is DeepSpeed's
+	 * bf16: module.bfloat16() (util/config.c check_ds_wrapper) */
+	if ((c->precision == ZS_MIXED || bf16) && c->wrapper != ZS_WRAPPER_DEEPSPEED)
 		return zs_fail(cause, "--precision %s: the PyTorch step (--wrapper %s) is PyTorch's own: fp32 or "
 		               "autocast (give --precision fp32 or amp-bf16)", bf16 ? "bf16" : zs_precision_name(c->precision),
 		               zs_wrapper_name(c->wrapper));

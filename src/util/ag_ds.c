@@ -21,6 +21,7 @@ struct ds {
 	size_t n;                /* trainable parameters, the client Adam's order */
 	uint64_t *numel, *off;   /* each one's elements and place in the flat buffer */
 	uint32_t flat, bucket;
+	enum ag_dtype dt;        /* self.dtype (284): the module's, fp32 or bf16 (module.bfloat16()) */
 	/* the bucket: its parameters and their places, elements used */
 	size_t *bk;
 	uint64_t *bo;
@@ -126,7 +127,7 @@ static void reduce_ipg(struct ds *d, enum zs_phase ph)
 	uint32_t red = uv, cat = NO;
 	if (ns > 1) {
 		/* the slices tile the used part in order: their cat is one copy of it */
-		cat = agp_storage(p, "cat (allreduce_bucket's flat slices)", AG_F32, d->used, 0, ZS_CAT_BUCKETS);
+		cat = agp_storage(p, "cat (allreduce_bucket's flat slices)", d->dt, d->used, 0, ZS_CAT_BUCKETS);
 		agp_alloc(p, cat, ph);
 		agp_op(p, ph, AG_OP_COPY, uv, cat);
 		red = cat;
@@ -150,7 +151,7 @@ static void reduce_ipg(struct ds *d, enum zs_phase ph)
 				continue;
 			size_t from = p->nev;
 			if (d->gip[r] == NO) {
-				d->gip[r] = agp_storage(p, "empty (grads_in_partition)", AG_F32, d->gip_size[r], 0, ZS_CAT_GRAD32);
+				d->gip[r] = agp_storage(p, "empty (grads_in_partition)", d->dt, d->gip_size[r], 0, ZS_CAT_GRAD32);
 				p->s->tensor[d->gip[r]].role = AG_ROLE_GRAD;
 				agp_alloc(p, d->gip[r], ph);
 				d->gip_used[r] = 0;
@@ -199,7 +200,7 @@ static size_t averaged(struct ds *d, unsigned r, uint32_t *v, uint32_t *pad, enu
 	}
 	if (cur < d->S) {
 		size_t from = p->nev;
-		*pad = made(p, "zeros (the last partition's padding)", AG_F32, d->S - cur, 0, ZS_CAT_GRAD32, 0, ph);
+		*pad = made(p, "zeros (the last partition's padding)", d->dt, d->S - cur, 0, ZS_CAT_GRAD32, 0, ph);
 		rank_only(p, from, r);
 		v[m++] = *pad;
 	}
@@ -685,7 +686,7 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 	const uint64_t L = pp.L;
 	struct ag_pass P = {.s = s, .cap_tensors = s->ntensors};
 	struct ag_pass *p = &P;
-	struct ds D = {.p = p, .N = world, .B = bucket, .n = pp.n, .numel = pp.numel, .off = pp.off};
+	struct ds D = {.p = p, .N = world, .B = bucket, .n = pp.n, .numel = pp.numel, .off = pp.off, .dt = o->mdt};
 	struct ds *d = &D;
 	/* align_dense_tensors (utils.py 940-951) to nccl_start_alignment_factor
 	 * (2, 277) times N (353-357); the partitions then all S (1587-1605) */
@@ -721,9 +722,9 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 			d->gip_size[r] += in_part(d, r, k) ? d->numel[k] : 0;
 
 	/* the buffers of the engine and the optimizer */
-	d->flat = agp_storage(p, "cat (bit16_groups_flat)", AG_F32, Lp, 0, ZS_CAT_PARAM32);
+	d->flat = agp_storage(p, "cat (bit16_groups_flat)", d->dt, Lp, 0, ZS_CAT_PARAM32);
 	s->tensor[d->flat].role = AG_ROLE_PARAM;
-	d->bucket = agp_storage(p, "empty (ipg_buffer)", AG_F32, bucket, 0, ZS_CAT_BUCKETS);
+	d->bucket = agp_storage(p, "empty (ipg_buffer)", d->dt, bucket, 0, ZS_CAT_BUCKETS);
 	/* (what the client Adam updates: a parameter to it) */
 	uint32_t fp32p = agp_storage(p, "clone (single_partition_of_fp32_groups)", AG_F32, d->S, 0, ZS_CAT_MASTER32);
 	s->tensor[fp32p].role = AG_ROLE_PARAM;
@@ -744,10 +745,10 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 	const enum zs_phase ph0 = ZS_PH_SETUP;
 	uint32_t *empty1 = zs_malloc(d->n * sizeof *empty1);
 	for (size_t k = 0; k < d->n; k++)
-		empty1[k] = made(p, "empty (param.data's stand-in)", AG_F32, 1, 0, ZS_CAT_PARAM32, 0, ph0);
+		empty1[k] = made(p, "empty (param.data's stand-in)", d->dt, 1, 0, ZS_CAT_PARAM32, 0, ph0);
 	uint32_t pad = NO;
 	if (Lp > L)
-		pad = made(p, "zeros (align_dense_tensors' padding)", AG_F32, Lp - L, 0, ZS_CAT_PARAM32, 0, ph0);
+		pad = made(p, "zeros (align_dense_tensors' padding)", d->dt, Lp - L, 0, ZS_CAT_PARAM32, 0, ph0);
 	agp_alloc(p, d->flat, ph0);
 	for (size_t k = 0; k < d->n; k++)
 		agp_op(p, ph0, AG_OP_COPY, orig[w[k]], agp_view_shaped(p, d->flat, orig[w[k]], d->off[k]));
@@ -760,8 +761,24 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 	for (size_t k = 0; k < d->n; k++)
 		agp_free(p, empty1[k], ph0);
 	free(empty1);
+	/* .clone().float() (396-403): in fp32 the clone itself; from bf16 the
+	 * clone (2S bytes), its fp32 copy, the clone freed */
+	uint32_t c16 = NO;
+	if (d->dt != AG_F32) {
+		c16 = agp_storage(p, "clone (the bf16 partition)", d->dt, d->S, 0, ZS_CAT_MASTER32);
+		agp_alloc(p, c16, ph0);
+		for (unsigned r = 0; r < world; r++) {
+			size_t from = p->nev;
+			agp_op(p, ph0, AG_OP_COPY, view1(p, d->flat, lo(d, r), d->S), c16);
+			rank_only(p, from, r);
+		}
+	}
 	agp_alloc(p, fp32p, ph0);
-	for (unsigned r = 0; r < world; r++) {
+	if (c16 != NO) {
+		agp_op(p, ph0, AG_OP_COPY, c16, fp32p);
+		agp_free(p, c16, ph0);
+	}
+	for (unsigned r = 0; r < world && c16 == NO; r++) {
 		size_t from = p->nev;
 		agp_op(p, ph0, AG_OP_COPY, view1(p, d->flat, lo(d, r), d->S), fp32p);
 		rank_only(p, from, r);
@@ -905,7 +922,7 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 				g = avg[r][0];
 				gsto = p->s->tensor[g].storage;
 			} else {
-				g = gsto = agp_storage(p, "cat (single_grad_partition)", AG_F32, d->S, 0, ZS_CAT_GRAD32);
+				g = gsto = agp_storage(p, "cat (single_grad_partition)", d->dt, d->S, 0, ZS_CAT_GRAD32);
 				p->s->tensor[g].role = AG_ROLE_GRAD;
 				agp_alloc(p, g, po);
 				uint64_t at = 0;
@@ -914,6 +931,27 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 					agp_op(p, po, AG_OP_COPY, avg[r][j], view1(p, g, at, len));
 					at += len;
 				}
+			}
+			/* .to(fp32) (1897): in fp32 the partition itself; from bf16
+			 * a copy, the cat let go as it returns; then
+			 * averaged_gradients = None (free_grad_in_param_list): the
+			 * padding, then grads_in_partition (the list's last first) */
+			if (d->dt != AG_F32) {
+				uint32_t g32 = agp_storage(p, "_to_copy (the gradient partition's .to(fp32))", AG_F32, d->S, 0,
+				                           ZS_CAT_GRAD32);
+				p->s->tensor[g32].role = AG_ROLE_GRAD;
+				agp_alloc(p, g32, po);
+				agp_op(p, po, AG_OP_COPY, g, g32);
+				if (navg[r] > 1)
+					agp_free(p, gsto, po);
+				if (padr[r] != NO)
+					agp_free(p, padr[r], po);
+				if (d->gip0[r] != NO && d->gip0[r] != padr[r])
+					agp_free(p, d->gip0[r], po);
+				else if (navg[r] == 1 && gsto != padr[r] && gsto != d->gip0[r])
+					agp_free(p, gsto, po);
+				g = gsto = g32;
+			} else if (navg[r] > 1) {
 				if (padr[r] != NO)
 					agp_free(p, padr[r], po);
 				if (d->gip0[r] != NO)
@@ -923,7 +961,7 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 			rank_only(p, from, r);
 			size_t at = ag_ds_adam_step(p, o, &(struct ag_param_state){fp32p, g, am, av, astep});
 			agp_free(p, gsto, po);
-			if (navg[r] == 1 && padr[r] != NO && gsto != padr[r])
+			if (navg[r] == 1 && padr[r] != NO && gsto != padr[r] && d->dt == AG_F32)
 				agp_free(p, padr[r], po);
 			agp_op(p, po, AG_OP_COPY, fp32p, view1(p, d->flat, lo(d, r), d->S));
 			rank_only(p, at, r);

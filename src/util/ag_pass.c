@@ -170,7 +170,9 @@ void agp_scalar_inplace(struct ag_pass *p, enum ag_op k, uint32_t x, double v, e
 	uint32_t w = agp_storage(p, "scalar (wrapped number)", AG_F64, 0, 1, ZS_CAT_BUCKETS);
 	agp_alloc(p, w, ph);
 	agp_op(p, ph, AG_OP_FILL, NO, w)->arg[0] = v;
-	uint32_t c = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_BUCKETS);
+	/* TensorIterator's copy of the number in x's dtype (bf16's 2 bytes) */
+	enum ag_dtype dt = p->s->tensor[x].dtype;
+	uint32_t c = agp_storage(p, dt == AG_F32 ? "scalar (fp32 copy)" : "scalar (16-bit copy)", dt, 0, 1, ZS_CAT_BUCKETS);
 	agp_alloc(p, c, ph);
 	agp_op(p, ph, AG_OP_COPY, w, c);
 	agp_op(p, ph, k, x, x)->arg[0] = v;

@@ -623,7 +623,7 @@ static struct pt *add_param(struct bld *b, struct model *M, int32_t param, int p
 	if (part >= 0)
 		sh[0] = st->part_rows[part];
 	b->module = (int32_t)st->module;
-	q->w = mk(b, "parameter", AG_F32, st->ndim, sh, AG_ROLE_PARAM, ZS_CAT_PARAM32, param);
+	q->w = mk(b, "parameter", b->o->mdt, st->ndim, sh, AG_ROLE_PARAM, ZS_CAT_PARAM32, param);
 	b->s->tensor[q->w].part = part;
 	q->frozen = param_frozen(b, param, part);
 	b->rg[q->w] = (unsigned char)!q->frozen;
@@ -965,8 +965,8 @@ static T layer_norm(struct bld *b, T x, struct pt *w, struct pt *bb, struct ln_s
 	for (unsigned i = 0; i < o->ndim; i++)
 		sh[i] = o->shape[i];
 	sh[o->ndim - 1] = 1;
-	T mean = tmp(b, "native_layer_norm (mean)", AG_F32, o->ndim, sh);
-	T rstd = tmp(b, "native_layer_norm (rstd)", AG_F32, o->ndim, sh);
+	T mean = tmp(b, "native_layer_norm (mean)", b->o->mdt, o->ndim, sh);
+	T rstd = tmp(b, "native_layer_norm (rstd)", b->o->mdt, o->ndim, sh);
 	op(b, AG_OP_LAYER_NORM, x, w->w, bb->w, y, mean, rstd)->arg[0] = b->m->norm_eps;
 	sv->dx = RG(b, x), sv->dw = RG(b, w->w), sv->db = RG(b, bb->w);
 	sv->node = sv->dx || sv->dw || sv->db;
@@ -1225,7 +1225,7 @@ static void gpt2_setup(struct bld *b, struct model *M)
 		uint64_t P_ = m->positions;
 		M->bias[l] = mk(b, "causal bias buffer", AG_BOOL, 4, SH(1, 1, P_, P_), AG_ROLE_BUFFER, ZS_CAT_PARAM32, -1);
 		op(b, AG_OP_TRIL_MASK, NO, NO, NO, M->bias[l], NO, NO);
-		M->masked_bias[l] = mk(b, "masked_bias buffer", AG_F32, 0, NULL, AG_ROLE_BUFFER, ZS_CAT_PARAM32, -1);
+		M->masked_bias[l] = mk(b, "masked_bias buffer", b->o->mdt, 0, NULL, AG_ROLE_BUFFER, ZS_CAT_PARAM32, -1);
 		op(b, AG_OP_FILL, NO, NO, NO, M->masked_bias[l], NO, NO)->arg[0] = -1e4;
 		b->module = -1;
 		for (size_t k = 0; k < sizeof parts / sizeof *parts; k++)
@@ -1410,8 +1410,8 @@ static T head_bwd(struct bld *b, struct model *M, T lsm, T tgt, T tw, T x2, stru
 		dlg = lm_loss_bwd(b, *one, 0, lsm, tgt, tw);
 	}
 	T w16 = b->M->head16;
-	if (b->o->amp != AG_F32) /* logits.float()'s ToCopyBackward */
-		dlg = ac_grad_back_to(b, dlg, b->o->amp);
+	if (b->o->amp != AG_F32 || b->o->mdt != AG_F32) /* logits.float()'s ToCopyBackward */
+		dlg = ac_grad_back_to(b, dlg, b->o->amp != AG_F32 ? b->o->amp : b->o->mdt);
 	if (b->m->gemma && b->m->final_softcap > 0) /* the logits' softcap, before lm_head's hook */
 		dlg = softcap_bwd(b, dlg, b->m->final_softcap, &M->fcap);
 	b->module = modname(b, "lm_head");
@@ -1535,7 +1535,10 @@ static T attn_v_bwd(struct bld *b, T dm, T attw, T sm, T noise, T v, uint64_t B,
 	/* autocast: bmm took a 16-bit cast of fp32 weights (Llama's softmax
 	 * in fp32): its ToCopyBackward */
 	enum ag_dtype smt = b->s->tensor[sm].dtype;
-	if (smt != dt)
+	/* after module.bfloat16() the dropout took the bf16 cast of the
+	 * softmax (its mask bf16): its MulBackward before the cast's */
+	int drop_first = noise != NO && b->s->tensor[noise].dtype == dt && dt != smt;
+	if (smt != dt && !drop_first)
 		dsm = ac_grad_back_to(b, dsm, smt);
 	if (noise != NO) {
 		/* the grad in the dropout output's shape (Llama's is [B, h, T, T]) */
@@ -1547,6 +1550,8 @@ static T attn_v_bwd(struct bld *b, T dm, T attw, T sm, T noise, T v, uint64_t B,
 		}
 		dsm = dropout_bwd(b, g, 1, noise);
 	}
+	if (drop_first)
+		dsm = ac_grad_back_to(b, dsm, smt);
 	T dw = TMP("_softmax_backward_data", smt, B * h, Tn, Tn);
 	op(b, AG_OP_SOFTMAX_BWD, dsm, sm, NO, dw, NO, NO);
 	unref(b, dsm);
@@ -2268,7 +2273,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 	unref(b, pos);
 	b->module = modname(b, "transformer.wte");
 	mark(b, "fwd:wte:start");
-	T ie = TMP("embedding (wte)", AG_F32, B, Tn, d);
+	T ie = TMP("embedding (wte)", b->o->mdt, B, Tn, d);
 	op(b, AG_OP_EMBEDDING, wte->w, M->ids, NO, ie, NO, NO);
 	if (b->o->recompute && wte->frozen && !wpe->frozen) /* AddBackward's gradient to both: which copies is not traced */
 		unsupported(b, "under --recompute full, transformer.wte frozen with transformer.wpe trained");
@@ -2277,13 +2282,13 @@ static void gpt2_step(struct bld *b, struct model *M)
 	mark(b, "fwd:wte:end");
 	b->module = modname(b, "transformer.wpe");
 	mark(b, "fwd:wpe:start");
-	T pe = TMP("embedding (wpe)", AG_F32, 1, Tn, d);
+	T pe = TMP("embedding (wpe)", b->o->mdt, 1, Tn, d);
 	op(b, AG_OP_EMBEDDING, wpe->w, pos2, NO, pe, NO, NO);
 	mark(b, "fwd:wpe:end");
 	b->module = -1;
 	/* the embedding's backward keeps the indices: pos2's holder goes to
 	 * wpe's node (input_ids are the caller's) */
-	T hs = TMP("add (embeddings)", AG_F32, B, Tn, d);
+	T hs = TMP("add (embeddings)", b->o->mdt, B, Tn, d);
 	op(b, AG_OP_ADD, ie, pe, NO, hs, NO, NO)->arg[0] = 1;
 	unref(b, ie);
 	unref(b, pe);
@@ -2360,7 +2365,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 			if (!wte->frozen)
 				ref(b, gx);
 		} else {
-			dpe = TMP("sum (wpe grad to [1, T, d])", AG_F32, 1, Tn, d);
+			dpe = TMP("sum (wpe grad to [1, T, d])", b->o->mdt, 1, Tn, d);
 			op(b, AG_OP_SUM_TO, gx, NO, NO, dpe, NO, NO);
 			if (wte->frozen)
 				unref(b, gx); /* validate_outputs replaces it by its sum */
@@ -3116,7 +3121,14 @@ static size_t lora_setup(struct bld *b, struct model *M)
 /* kx: x requires grad (pow, mean, rsqrt and x * r have nodes and keep
  * x, x², r); kw: the weight does (weight * xr keeps xr: mul saves one
  * operand for the other's gradient only, the codegen's guard_for). */
-struct rms_saved { T x, p2, r, xr, eps_w; int kx, kw; T w1; /* gemma: (1 + w), kept for x's gradient */ };
+struct rms_saved {
+	T x, p2, r, xr, eps_w;
+	int kx, kw;
+	T w1;              /* gemma: (1 + w), kept for x's gradient */
+	enum ag_dtype xdt; /* the input's dtype: a 16-bit one went through rmsnorm_amp */
+};
+static T rmsnorm_amp(struct bld *b, T x, struct pt *w, struct rms_saved *sv);
+static void rmsnorm_amp_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, T *xbuf);
 static T gemma_rmsnorm(struct bld *b, T x, struct pt *w, struct rms_saved *sv);
 static int gemma3(const struct zs_model *m);
 static void gemma_rmsnorm_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, T *xbuf);
@@ -3188,6 +3200,11 @@ static T rmsnorm(struct bld *b, T x, struct pt *w, struct rms_saved *sv)
 {
 	if (b->m->gemma)
 		return gemma_rmsnorm(b, x, w, sv);
+	/* after module.bfloat16(): the input bf16, LlamaRMSNorm's fp32
+	 * upcast and its cast back (modeling_llama.py LlamaRMSNorm.forward) */
+	if (b->s->tensor[x].dtype != AG_F32)
+		return rmsnorm_amp(b, x, w, sv);
+	sv->xdt = AG_F32;
 	T r, var;
 	T xr = rms_xr(b, x, w, sv, &r, &var);
 	T y = like(b, "mul (weight x)", x);
@@ -3269,7 +3286,7 @@ static T rms_w_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, enum 
 	T dwf = NO, dxr = NO, dw = NO;
 	if (sv->kw) {
 		T xp = sv->xr;
-		if (b->s->tensor[xp].dtype != AG_F32)
+		if (b->s->tensor[xp].dtype != AG_F32 && b->s->tensor[g].dtype == AG_F32)
 			xp = to_dtype(b, xp, AG_F32, "_to_copy (type promotion)");
 		dwf = like(b, "mul (RMSNorm weight grad)", g);
 		op(b, AG_OP_MUL, g, xp, NO, dwf, NO, NO);
@@ -3300,6 +3317,10 @@ static void rmsnorm_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, 
 {
 	if (b->m->gemma) {
 		gemma_rmsnorm_bwd(b, g, sv, w, xbuf);
+		return;
+	}
+	if (sv->xdt != AG_F32) {
+		rmsnorm_amp_bwd(b, g, sv, w, xbuf);
 		return;
 	}
 	T dxr = rms_w_bwd(b, g, sv, w, AG_F32);
@@ -3337,14 +3358,17 @@ static T promoted(struct bld *b, T x, enum ag_dtype to)
  * x * r goes when forward returns. */
 static T rmsnorm_amp(struct bld *b, T x, struct pt *w, struct rms_saved *sv)
 {
-	enum ag_dtype dt = b->s->tensor[x].dtype;
+	enum ag_dtype dt = b->s->tensor[x].dtype, wdt = b->s->tensor[w->w].dtype;
+	sv->xdt = dt;
 	T x32 = to_dtype(b, x, AG_F32, "_to_copy (RMSNorm's to(float32))");
 	T r, var;
 	T xr = rms_xr(b, x32, w, sv, &r, &var);
 	unref(b, x32); /* the name is rebound: pow and mul keep it */
 	T xb = to_dtype(b, xr, dt, "_to_copy (RMSNorm's to(input_dtype))");
-	T xp = promoted(b, xb, AG_F32);
-	T y = like(b, "mul (weight x)", xr);
+	/* an fp32 weight (autocast) promotes: fp32; a bf16 one
+	 * (module.bfloat16()) multiplies in bf16 */
+	T xp = promoted(b, xb, wdt);
+	T y = like(b, "mul (weight x)", wdt == AG_F32 ? xr : xb);
 	op(b, AG_OP_MUL, w->w, xp, NO, y, NO, NO);
 	unref(b, xp);
 	unref(b, r); /* the temporary */
@@ -3367,12 +3391,12 @@ static T rmsnorm_amp(struct bld *b, T x, struct pt *w, struct rms_saved *sv)
  * *xbuf. */
 static void rmsnorm_amp_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, T *xbuf)
 {
-	T dxr = rms_w_bwd(b, g, sv, w, b->o->amp);
+	T dxr = rms_w_bwd(b, g, sv, w, sv->xdt);
 	if (!sv->kx)
 		return;
 	T b32 = NO;
 	rms_xr_bwd(b, ac_grad_back(b, dxr), sv, &b32);
-	arrive(b, xbuf, ac_grad_back_to(b, b32, b->o->amp));
+	arrive(b, xbuf, ac_grad_back_to(b, b32, sv->xdt));
 }
 
 static T rope(struct bld *b, T x, T cos4, T sin4, struct rope_saved *sv)
@@ -4418,7 +4442,7 @@ static void llama_setup(struct bld *b, struct model *M)
 	}
 	add_param(b, M, find_tensor(b, "model.norm.weight"), -1);
 	/* LlamaRotaryEmbedding's inv_freq (persistent=False), registered after norm */
-	M->inv_freq = mk(b, "inv_freq buffer", AG_F32, 1, SH(m->head_dim / 2), AG_ROLE_BUFFER, ZS_CAT_PARAM32, -1);
+	M->inv_freq = mk(b, "inv_freq buffer", b->o->mdt, 1, SH(m->head_dim / 2), AG_ROLE_BUFFER, ZS_CAT_PARAM32, -1);
 	op(b, AG_OP_ROPE_INV_FREQ, NO, NO, NO, M->inv_freq, NO, NO)->arg[0] = m->rope_theta;
 	if (gemma3(m)) { /* Gemma3RotaryEmbedding's second buffer, the sliding layers' */
 		M->inv_freq_local = mk(b, "inv_freq buffer (sliding_attention)", AG_F32, 1, SH(m->head_dim / 2),
@@ -5027,10 +5051,16 @@ static void rotary(struct bld *b, T inv, T cp, int cos_first, T *cos4, T *sin4)
 {
 	uint64_t Tn = b->o->seq, hd = b->m->head_dim;
 	mark(b, "fwd:rotary_emb:start");
+	/* inv_freq[None, :, None].float(): after module.bfloat16() a copy */
+	T ivf = vw(b, inv, 3, SH(1, hd / 2, 1), (const int64_t[]){ 0, 1, 1 }, 0);
+	if (b->s->tensor[inv].dtype != AG_F32) {
+		T i32 = to_dtype(b, ivf, AG_F32, "_to_copy (inv_freq.float())");
+		unref(b, ivf);
+		ivf = i32;
+	}
 	T pf = TMP("_to_copy (position_ids float)", AG_F32, 1, 1, Tn);
 	op(b, AG_OP_COPY, cp, NO, NO, pf, NO, NO);
 	/* inv_freq[None, :, None].expand(1, -1, 1) @ position_ids[:, None, :] */
-	T ivf = vw(b, inv, 3, SH(1, hd / 2, 1), (const int64_t[]){ 0, 1, 1 }, 0);
 	T fr = TMP("bmm (inv_freq x positions)", AG_F32, 1, hd / 2, Tn);
 	op(b, AG_OP_BMM, ivf, pf, NO, fr, NO, NO);
 	unref(b, ivf);
@@ -5054,6 +5084,15 @@ static void rotary(struct bld *b, T inv, T cp, int cos_first, T *cos4, T *sin4)
 	}
 	T sn = scalar_op(b, AG_OP_MUL_SCALAR, "mul (sin * attention_scaling)", sn0, 1.0, NULL);
 	unref(b, sn0);
+	/* cos.to(x.dtype), sin.to(x.dtype): copies after module.bfloat16(),
+	 * the fp32 tables gone as the function returns */
+	if (b->o->mdt != AG_F32) {
+		T c16 = to_dtype(b, cs, b->o->mdt, "_to_copy (cos.to(x.dtype))");
+		T s16 = to_dtype(b, sn, b->o->mdt, "_to_copy (sin.to(x.dtype))");
+		unref(b, cs);
+		unref(b, sn);
+		cs = c16, sn = s16;
+	}
 	unref(b, pf);
 	unref(b, fr);
 	unref(b, em);
@@ -5212,25 +5251,39 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 		unref(b, sc);
 		if (m->gemma && m->attn_softcap > 0) /* eager_attention_forward's softcap */
 			aw = softcap_fwd(b, aw, m->attn_softcap, &s->cap);
-		/* + the fp32 mask: bf16 scores promoted under autocast */
-		T am = TMP("add (causal mask)", AG_F32, B, h, Tn, Tn);
+		/* + the fp32 mask: bf16 scores promoted under autocast; after
+		 * module.bfloat16() the mask and the scores bf16 */
+		enum ag_dtype adt = b->s->tensor[aw].dtype == b->s->tensor[lcm].dtype ? b->s->tensor[aw].dtype : AG_F32;
+		T am = TMP("add (causal mask)", adt, B, h, Tn, Tn);
 		T cmv = lcm == cm ? vw(b, cm, 4, SH(B, 1, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0)
 		                  : reshape(b, lcm, 4, SH(B, 1, Tn, Tn));
 		T aw4 = reshape(b, aw, 4, SH(B, h, Tn, Tn));
-		T awp = promoted(b, aw4, AG_F32);
+		T awp = promoted(b, aw4, adt);
 		op(b, AG_OP_ADD, awp, cmv, NO, am, NO, NO)->arg[0] = 1;
 		unref(b, awp);
 		unref(b, aw4);
 		unref(b, cmv);
 		unref(b, aw);
+		/* softmax(dim=-1, dtype=torch.float32): a bf16 input's fp32 copy
+		 * first (SoftMax.cpp's input_.toType(dtype)), gone as it returns */
+		T am32 = adt == AG_F32 ? NO : to_dtype(b, am, AG_F32, "_to_copy (softmax's dtype=float32)");
 		T sm = TMP("_softmax", AG_F32, B, h, Tn, Tn);
-		op(b, AG_OP_SOFTMAX, am, NO, NO, sm, NO, NO);
+		op(b, AG_OP_SOFTMAX, am32 != NO ? am32 : am, NO, NO, sm, NO, NO);
+		if (am32 != NO)
+			unref(b, am32);
 		unref(b, am);
 		if (ka)
 			ref(b, sm); /* softmax saves its result */
+		/* .to(query_states.dtype): after module.bfloat16() a bf16 copy,
+		 * the dropout's input and bmm's operand */
+		T smin = sm;
+		if (b->o->mdt != AG_F32) {
+			smin = to_dtype(b, sm, b->o->mdt, "_to_copy (.to(query_states.dtype))");
+			unref(b, sm); /* the name is rebound (SoftmaxBackward's holder stays) */
+		}
 		/* nn.functional.dropout(attn_weights, p=attention_dropout) */
-		T smd = dropout(b, sm, m->attn_pdrop, &s->drop_attn);
-		unref(b, sm); /* the name is rebound */
+		T smd = dropout(b, smin, m->attn_pdrop, &s->drop_attn);
+		unref(b, smin); /* the name is rebound */
 		s->sm = ka ? sm : NO;
 		/* the weights and v repeated (contiguous) as bmm takes them;
 		 * autocast's matmul casts the fp32 weights (v is bf16) */
@@ -5637,7 +5690,7 @@ static void llama_step(struct bld *b, struct model *M)
 	mark(b, "phase:forward");
 	b->module = modname(b, "model.embed_tokens");
 	mark(b, "fwd:embed_tokens:start");
-	T ie = TMP("embedding (embed_tokens)", AG_F32, B, Tn, d);
+	T ie = TMP("embedding (embed_tokens)", b->o->mdt, B, Tn, d);
 	op(b, AG_OP_EMBEDDING, emb->w, M->ids, NO, ie, NO, NO);
 	input_require_grads(b, M, emb, ie);
 	if (g3) { /* Gemma3TextScaledWordEmbedding: the lookup * embed_scale (a buffer MulBackward0 keeps) */
@@ -5657,10 +5710,14 @@ static void llama_step(struct bld *b, struct model *M)
 	int sdpa = b->o->attn == ZS_ATTN_SDPA;
 	T cm = NO;
 	if (!sdpa && !g3) {
-		T full = TMP("full (causal mask)", AG_F32, Tn, Tn);
-		op(b, AG_OP_FILL, NO, NO, NO, full, NO, NO)->arg[0] = -3.4028234663852886e38;
-		cm = TMP("triu (causal mask)", AG_F32, Tn, Tn);
-		op(b, AG_OP_CAUSAL_ADD_MASK, NO, NO, NO, cm, NO, NO)->arg[0] = -3.4028234663852886e38;
+		/* torch.finfo(inputs_embeds.dtype).min: fp32's, or bf16's after
+		 * module.bfloat16() */
+		enum ag_dtype mt = b->o->mdt;
+		double mn = mt == AG_BF16 ? -3.3895313892515355e38 : -3.4028234663852886e38;
+		T full = TMP("full (causal mask)", mt, Tn, Tn);
+		op(b, AG_OP_FILL, NO, NO, NO, full, NO, NO)->arg[0] = mn;
+		cm = TMP("triu (causal mask)", mt, Tn, Tn);
+		op(b, AG_OP_CAUSAL_ADD_MASK, NO, NO, NO, cm, NO, NO)->arg[0] = mn;
 		unref(b, full);
 		T ar = TMP("arange (mask)", AG_I64, Tn);
 		op(b, AG_OP_ARANGE, NO, NO, NO, ar, NO, NO);
@@ -5668,7 +5725,7 @@ static void llama_step(struct bld *b, struct model *M)
 		op(b, AG_OP_TRIL_MASK, NO, NO, NO, gt, NO, NO);
 		unref(b, ar);
 		/* mul_ by a bool: TensorIterator's float copy of it for a moment */
-		T gf = TMP("mul_ (the bool as float)", AG_F32, Tn, Tn);
+		T gf = TMP("mul_ (the bool as float)", mt, Tn, Tn);
 		op(b, AG_OP_COPY, gt, NO, NO, gf, NO, NO);
 		unref(b, gf);
 		unref(b, gt);
@@ -6134,6 +6191,7 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->eps = c->eps;
 	o->seed = c->seed;
 	o->amp = c->precision == ZS_AMP_BF16 ? AG_BF16 : c->precision == ZS_AMP_FP16 ? AG_F16 : AG_F32;
+	o->mdt = c->precision == ZS_MIXED && c->wrapper == ZS_WRAPPER_DEEPSPEED ? AG_BF16 : AG_F32;
 	o->grad_accum = c->grad_accum ? c->grad_accum : 1;
 	o->recompute = !c->hf_recompute ? AG_CKPT_NONE : c->wrapper == ZS_WRAPPER_FSDP ? AG_CKPT_IN_UNIT : AG_CKPT_LOOP;
 	o->ddp_no_sync = c->ddp_no_sync;
@@ -6239,6 +6297,12 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (fam == sizeof described / sizeof *described)
 		return refuse(cause, "--model %s: the PyTorch step of a %s is not described yet (gpt2, llama, "
 		              "mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, mixtral, qwen2_moe and qwen3_moe are)", m->name, m->model_type);
+	/* module.bfloat16() (DeepSpeed's bf16, ag_options.mdt): gpt2's and
+	 * llama's step, checked against PyTorch 1.13's allocator
+	 * (tests/ds_bf16_torch.sh); the other families by name */
+	if (o->mdt != AG_F32 && fam > 1)
+		return refuse(cause, "--model %s: DeepSpeed's bf16 (--precision mixed) over the PyTorch step of a %s is not "
+		              "described yet (gpt2 and llama are)", m->name, m->model_type);
 	/* mixtral's block (moe_fwd): as checked against 1.13's allocator
 	 * (tests/moe_hf_torch.sh), its routing the step's own; the rest by name */
 	if (m->experts > 0 && moe_refuse(m, o, cause) < 0)

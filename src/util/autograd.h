@@ -313,6 +313,10 @@ struct ag_options {
 	                                  * own section of the optimizer phase, then the owners' broadcasts */
 	enum ag_dtype amp;               /* autocast's lower precision (--precision amp-bf16: AG_BF16), or
 	                                  * AG_F32 without autocast (docs/schedule.md, "Autocast") */
+	enum ag_dtype mdt;               /* the module's dtype: AG_BF16 after module.bfloat16() (DeepSpeed's bf16,
+	                                  * --wrapper deepspeed --precision mixed: engine.py 1224-1231 at 38327e0),
+	                                  * every parameter, floating buffer and activation in it, no autocast;
+	                                  * else AG_F32 (docs/schedule.md, "DeepSpeed over the PyTorch step") */
 	unsigned grad_accum;             /* K >= 1 micro-steps an optimizer step (--grad-accum) */
 	int ddp_no_sync;                 /* DDP (util/ag_ddp.h): no_sync() on micro-steps 0..K-2 */
 	/* --freeze (util/freeze.h), NULL or "" for none: the parameters it
