@@ -325,8 +325,9 @@ check-torch-ref: zerosim$(EXEEXT)
 # root (made when absent: debootstrap, root and a Debian mirror), a few
 # minutes: once per CI run (.ci/run, ZS_REQUIRE_TORCH26=1), not in every
 # build flavour's make check.
-check-torch26: zerosim$(EXEEXT)
+check-torch26: zerosim$(EXEEXT) tests/ag_events$(EXEEXT) tests/json_agree$(EXEEXT)
 	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/hf_torch.sh torch26
+	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/moe_hf_torch.sh torch26
 	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/ft_accum.sh torch26
 	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/ft_freeze.sh torch26
 	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/ft_lora.sh torch26

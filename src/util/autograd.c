@@ -2487,9 +2487,12 @@ static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, stru
 	unref(b, sv->x2);
 	if (sv->w16 != NO)
 		unref(b, sv->w16);
-	/* ViewBackward (x.view(-1, in)) hands on a view of it in x's shape */
+	/* ViewBackward (x.view(-1, in)) hands on a view of it in x's shape;
+	 * a 2-D x (a mixture's router and experts: F.linear over [n, d] is
+	 * mm, no view) takes dx itself, which 2.6's InputBuffer can add to
+	 * in place */
 	if (dx != NO) {
-		T dxv = grad_in_x_shape(b, dx, &go_);
+		T dxv = go_.ndim == 2 ? dx : grad_in_x_shape(b, dx, &go_);
 		/* autocast: x's ToCopyBackward (the later cast) before W's */
 		if (sv->xcast)
 			dxv = ac_grad_back(b, dxv);
@@ -3667,16 +3670,32 @@ static T moe_sum_to(struct bld *b, const char *what, T full, uint64_t rows)
 	return out;
 }
 
+/* An index's gradient through the None of its indexing
+ * (`routing_weights[top_x, idx, None]`, `hidden_states[None, top_x]`:
+ * an unsqueeze, then the index): IndexBackward's zeros are the
+ * unsqueezed shape and UnsqueezeBackward hands on a view of them (in
+ * `shape`), so 2.6's InputBuffer adds to it out of place (a view: its
+ * storage has two holders), as 1.13's always does. z's holder is the
+ * view's. */
+static T moe_squeezed(struct bld *b, T z, unsigned nd, const uint64_t *shape)
+{
+	T v = reshape(b, z, nd, shape);
+	unref(b, z);
+	return v;
+}
+
 /* What of the options the block is not described under (one line into
  * *cause, -1), or a routing whose blocks do not route B·T·k assignments;
- * else 0. */
+ * else 0. Described: 1.13 and 2.6 (eager attention; 2.6's departures in
+ * moe_bwd), zero_grad zeros and set_to_none (an expert idle in a step
+ * then keeps no grad and Adam skips it: adam_single's and adam_foreach's
+ * q->g NO), each checked against the allocator (tests/moe_hf_torch.sh,
+ * its torch26 mode for 2.6). */
 static int moe_refuse(const struct zs_model *m, const struct ag_options *o, char **cause)
 {
 	const char *no = o->moe_counts == NULL                ? "no routing (give --routing)"
-	                 : o->version != ZS_TORCH_1_13        ? "--torch-version 2.6 (give 1.13)"
 	                 : o->amp != AG_F32                   ? "autocast (give --precision fp32)"
 	                 : o->optim_impl == ZS_OPTIM_FUSED    ? "--optimizer-impl fused (give single or foreach)"
-	                 : o->zero_grad != ZS_ZERO_GRAD_ZEROS ? "zero_grad(set_to_none=True) (give --zero-grad zeros)"
 	                 : (o->freeze && *o->freeze) || o->lora_r || o->quant_nf4 ? "--freeze, --lora-r or --quant-base"
 	                 : o->recompute                       ? "--recompute full (give none)"
 	                 : o->grad_accum > 1 || o->zero1_world ? "--grad-accum or ZeroRedundancyOptimizer"
@@ -3904,7 +3923,10 @@ static T moe_fwd(struct bld *b, struct model *M, T x, int i, struct moe_saved *s
  * DivBackward0 (other's −g·((self/other)/other), then self's g/other;
  * validate_outputs sums other's to [BT, 1]), SumBackward's expand into
  * the same buffer, TopkBackward (zeros [BT, E], scatter_), SoftmaxBackward,
- * the gate's MmBackward. */
+ * the gate's MmBackward. 2.6 (traced: tests/moe_hf_torch.sh torch26):
+ * MulBackward0 and DivBackward0 let other_ go before self_, and its
+ * InputBuffer sums in place where it may (arrive(): the expert input's
+ * two mm gradients, not the IndexBackward views, moe_squeezed). */
 static void moe_bwd(struct bld *b, struct model *M, T g, int i, struct moe_saved *s, T *xbuf)
 {
 	const struct zs_model *m = b->m;
@@ -3929,15 +3951,22 @@ static void moe_bwd(struct bld *b, struct model *M, T g, int i, struct moe_saved
 		T drwf = moe_op(b, AG_OP_MUL, "mul (backward)", c->w2o, isel, c->w2o);
 		T drw = moe_sum_to(b, "sum (to the weight's shape)", drwf, n);
 		unref(b, isel);
-		unref(b, c->w2o);
-		unref(b, c->rw);
+		/* release_variables: 1.13's MulBackward0 lets self_ go first, 2.6's
+		 * other_ (both traced) */
+		if (b->o->version == ZS_TORCH_1_13) {
+			unref(b, c->w2o);
+			unref(b, c->rw);
+		} else {
+			unref(b, c->rw);
+			unref(b, c->w2o);
+		}
 		T zr = TMP("new_zeros (index backward)", AG_F32, BT, K);
 		op(b, AG_OP_FILL, NO, NO, NO, zr, NO, NO);
 		op(b, AG_OP_INDEX_PUT_ACC_, zr, c->top_x, c->idx, zr, NO, NO)->in[3] = drw;
 		unref(b, drw);
 		unref(b, c->top_x);
 		unref(b, c->idx);
-		arrive(b, &rwbuf, zr);
+		arrive(b, &rwbuf, moe_squeezed(b, zr, 2, SH(BT, K)));
 		T dmu = NO, cb = NO, dsl, dup;
 		b->module = moe_mod(b, i, e, MOE_DOWN);
 		linear_bwd(b, dw2o, 1, &c->w2, moe_w(b, M, i, e, MOE_DOWN),
@@ -3958,7 +3987,7 @@ static void moe_bwd(struct bld *b, struct model *M, T g, int i, struct moe_saved
 		op(b, AG_OP_INDEX_PUT_ACC_, zx, c->top_x, NO, zx, NO, NO)->in[3] = cb;
 		unref(b, cb);
 		unref(b, c->top_x);
-		arrive(b, &xb, zx);
+		arrive(b, &xb, moe_squeezed(b, zx, 2, SH(BT, d)));
 	}
 	unref(b, g2);
 	free(s->ex);
@@ -3976,8 +4005,13 @@ static void moe_bwd(struct bld *b, struct model *M, T g, int i, struct moe_saved
 		dself = moe_op(b, AG_OP_DIV, "div (div backward)", rwbuf, rwbuf, s->ssum);
 		T dother = moe_sum_to(b, "sum (to other's shape)", r, BT);
 		unref(b, rwbuf);
-		unref(b, s->vclone);
-		unref(b, s->ssum);
+		if (b->o->version == ZS_TORCH_1_13) { /* release_variables: self_, other_ (2.6: other_ first) */
+			unref(b, s->vclone);
+			unref(b, s->ssum);
+		} else {
+			unref(b, s->ssum);
+			unref(b, s->vclone);
+		}
 		T ex = vw(b, dother, 2, SH(BT, K), (const int64_t[]){ 1, 0 }, 0); /* SumBackward's expand */
 		unref(b, dother);
 		arrive(b, &dself, ex);
