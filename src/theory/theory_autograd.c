@@ -137,6 +137,9 @@ static unsigned ranks_of(const struct ag_step *s, unsigned world)
 	for (size_t i = 0; i < s->nstep1; i++)
 		if (s->step1[i].only_rank != 0)
 			return world ? world : 1;
+	for (size_t i = 0; i < s->nstep2; i++)
+		if (s->step2[i].only_rank != 0)
+			return world ? world : 1;
 	return 1;
 }
 
@@ -164,9 +167,11 @@ static void walk_events(const struct ag_step *s, const struct ag_event *ev, size
 
 /* The walk of a step whose first step is a list of its own (step1), over
  * `steps` steps: the set-up (its own peak counts), the first step from
- * the set-up's state (its peak first_step_peak), then, from the second
- * on, the steady step. The resident is the state after the first step,
- * which every later one ends in too; the collectives the last step's. */
+ * the set-up's state (its peak first_step_peak), then the second step's
+ * list (ag_step_lists: DDP's own step2, or the steady step) and, from
+ * the third on, the steady step (a later one runs what the third does).
+ * The resident is the state after the first step, which every later one
+ * ends in too; the collectives the last step's. */
 static void walk_step1(const struct ag_step *s, const struct step_params *p, unsigned rank, unsigned world,
                        unsigned steps, struct theory_schedule *out)
 {
@@ -192,8 +197,18 @@ static void walk_step1(const struct ag_step *s, const struct step_params *p, uns
 	out->resident_bytes = total;
 	memcpy(out->resident_breakdown, cur, sizeof cur);
 	uint64_t setup_phase = total; /* the state each step starts from (docs/formats.md) */
-	if (steps != 1)
-		walk_events(s, s->event, s->nevents, rank, world, 1, cur, &total, out);
+	/* the steps after the first, up to the first steady one (the
+	 * second's own list, then the steady step; the collectives counted
+	 * in the last walked) */
+	unsigned last = s->step2 != NULL ? 2 : 1;
+	if (steps - 1 < last)
+		last = steps - 1;
+	for (unsigned t = 1; t <= last; t++) {
+		const struct ag_event *ev[2];
+		size_t n[2];
+		for (unsigned l = 0, nl = ag_step_lists(s, t, ev, n); l < nl; l++)
+			walk_events(s, ev[l], n[l], rank, world, t == last, cur, &total, out);
+	}
 	out->phase_entered[ZS_PH_SETUP] = 1;
 	out->phase_peak[ZS_PH_SETUP] = setup_phase;
 }
@@ -363,6 +378,7 @@ void theory_autograd_binding_rank(struct ag_step *s, const struct step_params *p
 	keep_rank(s->first_step, &s->nfirst, b);
 	keep_rank(s->event, &s->nevents, b);
 	keep_rank(s->step1, &s->nstep1, b);
+	keep_rank(s->step2, &s->nstep2, b);
 }
 
 int theory_autograd_ranks(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
@@ -419,7 +435,7 @@ int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c
 
 /* Rank `rank`'s live bytes at each mark of the run's last step (of
  * `steps`), into object o: the steady step's, or with --steps 1 the first
- * step's own list where there is one. */
+ * step's own list where there is one (with --steps 2 the second's). */
 static void marks_of(cJSON *o, const struct ag_step *s, unsigned rank, unsigned steps)
 {
 	uint64_t cur[ZS_NCATS] = { 0 }, total = 0;
@@ -433,6 +449,13 @@ static void marks_of(cJSON *o, const struct ag_step *s, unsigned rank, unsigned 
 	} else if (s->step1 != NULL) {
 		for (size_t i = 0; i < s->nstep1; i++)
 			apply(s, &s->step1[i], rank, cur, &total);
+	}
+	if (s->step2 != NULL && steps == 2) {
+		ev = s->step2;
+		n = s->nstep2;
+	} else if (s->step2 != NULL && steps > 2) {
+		for (size_t i = 0; i < s->nstep2; i++)
+			apply(s, &s->step2[i], rank, cur, &total);
 	}
 	for (size_t i = 0; i < s->nfirst; i++)
 		apply(s, &s->first_step[i], rank, cur, &total);
