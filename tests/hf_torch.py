@@ -1900,7 +1900,7 @@ def ddp_worker(rank, a, store):
     # ranks, each routing its own batch): rank 0's JSON holds them all in "ranks"
     if a.zero1 or "routing" in d:
         every = [None] * a.ddp
-        keys = ("between_steps", "peak", "peak_phase", "boundaries", "zero1", "losses")
+        keys = ("between_steps", "peak", "peak_phase", "boundaries", "zero1", "losses", "step_peaks")
         if "routing" in d:
             keys = ("between_steps", "peak", "step_peaks", "setup_peak", "boundaries", "losses", "routing")
         dist.all_gather_object(every, {k: d[k] for k in keys if k in d})

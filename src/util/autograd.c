@@ -29,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/ag_ddp.h"
 #include "util/ag_zero1.h"
 #include "util/freeze.h"
 #include "util/lora.h"
@@ -6105,11 +6104,11 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->recompute = !c->hf_recompute ? AG_CKPT_NONE : c->wrapper == ZS_WRAPPER_FSDP ? AG_CKPT_IN_UNIT : AG_CKPT_LOOP;
 	o->ddp_no_sync = c->ddp_no_sync;
 	/* the first step as its own list (ag_step.step1): the plain loop's,
-	 * and DDP's (dp; not with find_unused_parameters, whose buckets are
-	 * never rebuilt and whose unused grads step 1 leaves None, nor under
-	 * accumulation: not described yet; util/ag_ddp.c) */
+	 * and DDP's (dp and zero1; not with find_unused_parameters, whose
+	 * buckets are never rebuilt and whose unused grads step 1 leaves
+	 * None, nor under accumulation: not described yet; util/ag_ddp.c) */
 	o->step1 = c->wrapper == ZS_WRAPPER_NONE ||
-	           (c->wrapper == ZS_WRAPPER_DDP && !c->ddp_find_unused && o->grad_accum == 1 && !ag_zero1_scheme(c));
+	           (c->wrapper == ZS_WRAPPER_DDP && !c->ddp_find_unused && o->grad_accum == 1);
 	o->fsdp_prefetch = c->prefetch == ZS_PREFETCH_BACKWARD_PRE;
 	o->freeze = c->freeze[0] ? c->freeze : NULL;
 	o->lora_r = c->lora_r;

@@ -370,10 +370,10 @@ struct ag_options {
 	/* Build the first step as a list of its own (ag_step.step1): the
 	 * grads made by the first backward, Adam's state by the first step()
 	 * (docs/schedule.md, "The first step"). ag_options_from_config sets it
-	 * for the plain loop (--wrapper none) and DDP's dp (--wrapper ddp,
-	 * find_unused_parameters False, no accumulation: util/ag_ddp.c runs
-	 * it on the constructor's buckets); the other passes take the steady
-	 * list alone so far. */
+	 * for the plain loop (--wrapper none) and DDP (--wrapper ddp, dp and
+	 * zero1; find_unused_parameters False, no accumulation: util/ag_ddp.c
+	 * runs it on the constructor's buckets); the other passes take the
+	 * steady list alone so far. */
 	int step1;
 	/* A mixture's routing for the described step (mixtral's, qwen2_moe's
 	 * and qwen3_moe's sparse-MoE blocks, fp32 on the plain loop of 1.13
