@@ -576,7 +576,7 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 	 * (the steady step's grads: under set_to_none the first step's own
 	 * list makes others, of the same parameters, left out here). */
 	unsigned char *first_only = zs_calloc(s->ntensors ? s->ntensors : 1, 1);
-	for (size_t i = 0; i < s->nstep1; i++)
+	for (size_t i = 0; s->step1 != NULL && i < s->nstep1; i++)
 		if (s->step1[i].kind == AG_EV_GRAD_READY && is_grad(s, s->step1[i].t))
 			first_only[s->step1[i].t] = 1;
 	for (size_t i = 0; i < s->nevents; i++)
