@@ -211,6 +211,27 @@ static void walk_step1(const struct ag_step *s, const struct step_params *p, uns
 	}
 	out->phase_entered[ZS_PH_SETUP] = 1;
 	out->phase_peak[ZS_PH_SETUP] = setup_phase;
+	/* the traffic of steps 1, 2 and the steady one apart (DDP's step 1
+	 * reduces one bucket, its step 2 broadcasts the rebuilt buckets'
+	 * indices): where they differ, the mean over --steps, as measure
+	 * reports it (steps_differ) */
+	struct theory_schedule c[3];
+	for (unsigned t = 0; t < 3; t++) {
+		const struct ag_event *ev[2];
+		size_t n[2];
+		c[t] = (struct theory_schedule){ 0 };
+		for (unsigned l = 0, nl = ag_step_lists(s, t, ev, n); l < nl; l++)
+			for (size_t i = 0; i < n[l]; i++)
+				count_collective(s, &ev[l][i], world, &c[t]);
+	}
+	if (steps > 0 && (c[0].comm_bytes != c[2].comm_bytes || c[1].comm_bytes != c[2].comm_bytes)) {
+		double later = steps > 2 ? steps - 2 : 0;
+		out->steps_differ = 1;
+		out->comm_bytes_mean = ((double)c[0].comm_bytes + (steps > 1 ? (double)c[1].comm_bytes : 0) +
+		                        later * (double)c[2].comm_bytes) / steps;
+		out->comm_elements_mean = ((double)c[0].comm_elements + (steps > 1 ? (double)c[1].comm_elements : 0) +
+		                           later * (double)c[2].comm_elements) / steps;
+	}
 }
 
 /* Rank `rank`'s sum of the list into out (its bytes; comm: world's) over
