@@ -12,9 +12,10 @@
  * steady step as +BYTES and each free as -BYTES, one a line: what
  * tests/hf_torch.py --trace writes into FILE.clean for PyTorch's clean
  * step. With step=1 (first of the options), the first step's own list
- * (util/autograd.h's step1; FILE.step1). Exit 0, 2 on bad arguments or a
- * step zerosim refuses (its line), or with step=1 where the first step
- * has no list of its own.
+ * (util/autograd.h's step1; FILE.step1); with step=2, the second's (DDP's
+ * step2, its forward rebuilding the buckets; FILE.step2). Exit 0, 2 on
+ * bad arguments or a step zerosim refuses (its line), or with step=1 or 2
+ * where that step has no list of its own.
  */
 #include "config.h"
 
@@ -46,8 +47,8 @@ int main(int argc, char **argv)
 	struct zs_config c;
 	zs_config_defaults(&c);
 	int i = 4, first = 0;
-	if (i < argc && strcmp(argv[i], "step=1") == 0) {
-		first = 1;
+	if (i < argc && (strcmp(argv[i], "step=1") == 0 || strcmp(argv[i], "step=2") == 0)) {
+		first = argv[i][5] - '0';
 		i++;
 	}
 	for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
@@ -76,14 +77,16 @@ int main(int argc, char **argv)
 	step_params_build(&p, &m);
 	if (ag_step_build_run(&s, &m, &p, &o, &c, 1, &cause) < 0)
 		return usage(cause);
-	if (first && s.step1 == NULL) {
+	if ((first == 1 && s.step1 == NULL) || (first == 2 && s.step2 == NULL)) {
 		ag_step_free(&s);
 		step_params_free(&p);
 		free(counts);
-		return usage("step=1: this step's first step has no list of its own");
+		return usage(first == 1 ? "step=1: this step's first step has no list of its own"
+		                        : "step=2: this step's second step has no list of its own");
 	}
-	const struct ag_event *ev = first ? s.step1 : s.event;
-	for (size_t k = 0; k < (first ? s.nstep1 : s.nevents); k++) {
+	const struct ag_event *ev = first == 1 ? s.step1 : first == 2 ? s.step2 : s.event;
+	size_t nev = first == 1 ? s.nstep1 : first == 2 ? s.nstep2 : s.nevents;
+	for (size_t k = 0; k < nev; k++) {
 		const struct ag_event *e = &ev[k];
 		if ((e->kind == AG_EV_ALLOC || e->kind == AG_EV_FREE) && s.tensor[e->t].bytes > 0)
 			printf("%s%llu\n", e->kind == AG_EV_FREE ? "-" : "", (unsigned long long)s.tensor[e->t].bytes);

@@ -1729,6 +1729,12 @@ def run(a):
         with open(trace + ".step1", "w") as f:
             f.write("\n".join(str(stream[i][0] - stream[i - 1][0]) for i in range(s1 + 1, s2)
                               if stream[i][1] is None) + "\n")
+        # and the second's (FILE.step2: DDP's, whose forward rebuilds the
+        # buckets; tests/ag_events step=2)
+        s3 = next((i for i, (_, l) in enumerate(stream) if l == "step:3"), len(stream))
+        with open(trace + ".step2", "w") as f:
+            f.write("\n".join(str(stream[i][0] - stream[i - 1][0]) for i in range(s2 + 1, s3)
+                              if stream[i][1] is None) + "\n")
         with open(trace, "w") as f:
             f.write("\n".join(lines) + "\n")
     if a.no_attribution:
@@ -1894,7 +1900,7 @@ def ddp_worker(rank, a, store):
     # ranks, each routing its own batch): rank 0's JSON holds them all in "ranks"
     if a.zero1 or "routing" in d:
         every = [None] * a.ddp
-        keys = ("between_steps", "peak", "peak_phase", "boundaries", "zero1", "losses")
+        keys = ("between_steps", "peak", "peak_phase", "boundaries", "zero1", "losses", "step_peaks")
         if "routing" in d:
             keys = ("between_steps", "peak", "step_peaks", "setup_peak", "boundaries", "losses", "routing")
         dist.all_gather_object(every, {k: d[k] for k in keys if k in d})

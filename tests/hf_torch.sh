@@ -201,7 +201,8 @@ zero1() {
 			exit 99
 		fi
 	done
-	"$py" "$src/tests/zero1_cmp.py" "$zout" "$tmp/ztheory.json" "$tmp/zmeasure.json" "$zlabel" || status=1
+	# (and the binding rank's first step, its own list under DDP: --first)
+	"$py" "$src/tests/zero1_cmp.py" "$zout" "$tmp/ztheory.json" "$tmp/zmeasure.json" "$zlabel" --first || status=1
 }
 
 # in26 ROOT COMMAND: COMMAND (python3's arguments, paths inside the root)
@@ -689,11 +690,11 @@ EOF
 	# the theory hf_torch.py --zerosim wrote into out.json; the measure
 	# where there is one; DDP's buckets in its (--timeline)
 	# shellcheck disable=SC2046
-	# the plain loop's first step (its own list: grads made by the first
-	# backward, Adam's state by the first step()): its peak too, PyTorch's
-	# step_peaks[0]
+	# the plain loop's and DDP's first step (its own list: grads made by
+	# the first backward, Adam's state by the first step(), DDP's hooks on
+	# the constructor's bucket): its peak too, PyTorch's step_peaks[0]
 	if ! "$py" "$src/tests/ft_cmp.py" "$tmp/out.json" - "${1:--}" "$label" \
-		$(case $label in (ddp2-*) echo --buckets ;; (fsdp*) ;; (*) echo --first ;; esac); then status=1; fi
+		$(case $label in (ddp2-*) echo --buckets --first ;; (fsdp*) ;; (*) echo --first ;; esac); then status=1; fi
 	# autocast's arithmetic: the engine's bf16 kernels (widen to fp32,
 	# round once) against its own fp32 run of the same weights and
 	# batches: each step's loss within 1e-3 relative and not equal to it

@@ -1,11 +1,15 @@
-"""zero1_cmp.py REF THEORY MEASURE LABEL: torch's zero1
+"""zero1_cmp.py REF THEORY MEASURE LABEL [--first]: torch's zero1
 (ZeroRedundancyOptimizer over DDP; tests/hf_torch.py --ddp N --zero1 or
 tests/ft_torch.py --world N --zero1: every rank's figures in "ranks")
 against zerosim's theory and measure of --wrapper ddp --schemes zero1 at
 the same N: every rank's bytes between steps, peak and every mark
 (per_rank), the binding rank (the highest peak, the first of equals), and
 PyTorch's ranks ending with equal weights; exit 1 if not. Used by
-tests/hf_torch.sh and tests/ft_zero1.sh."""
+tests/hf_torch.sh and tests/ft_zero1.sh.
+--first: also the first step's peak (a list of its own under DDP:
+util/autograd.h's step1), the theory's and the measure's first_step_peak
+(the binding rank's) equal to that rank's step_peaks[0] (tests/hf_torch.py
+--ddp N --zero1: each rank's in "ranks")."""
 import json
 import sys
 
@@ -43,12 +47,20 @@ for side, o in (("theory", t), ("measure", m)):
     if o["peak_bytes"] != ranks[b]["peak"] or o.get("peak_rank") != b:
         bad.append(f"{side}: binding rank {o.get('peak_rank')} peak {o['peak_bytes']:,}, PyTorch's rank {b} "
                    f"{ranks[b]['peak']:,}")
+first = (ranks[b].get("step_peaks") or [None])[0] if "--first" in sys.argv[5:] else None
+if "--first" in sys.argv[5:] and not isinstance(first, int):
+    # None against None would pass: the reference must have its step 1
+    bad.append(f"--first: PyTorch's rank {b} has no first step's peak")
+for side, o in (("theory", t), ("measure", m)):
+    if "--first" in sys.argv[5:] and o.get("first_step_peak") != first:
+        bad.append(f"{side}: first step's peak {o.get('first_step_peak')} against PyTorch's rank {b} {first}")
 n = len(t["per_rank"].get("marks", [{}])[0])
 res = ", ".join(f"{r['between_steps'][-1]:,}" for r in ranks)
 pks = ", ".join(f"{r['peak']:,}" for r in ranks)
 print(f"{'FAIL' if bad else 'ok'}: {label}: N = {N}, every rank's between steps "
       f"({res}), peak ({pks}, binding rank {b}) and {n} marks: PyTorch {d['torch']}'s "
-      f"ZeroRedundancyOptimizer and zerosim's theory and measure {'differ' if bad else 'equal to the byte'}; "
+      f"ZeroRedundancyOptimizer and zerosim's theory and measure {'differ' if bad else 'equal to the byte'}"
+      f"{f' (first step {first:,} on rank {b})' if isinstance(first, int) else ''}; "
       f"PyTorch's ranks' weights {'equal' if not any('weights' in x for x in bad) else 'differ'}"
       + "".join("\n  " + x for x in bad))
 sys.exit(1 if bad else 0)

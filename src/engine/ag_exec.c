@@ -3032,13 +3032,17 @@ double ag_exec_tfm_peak_bytes(const struct zs_config *c, const struct zs_model *
 	struct ag_options o;
 	if (tfm_prepare(&f, &s, &o, c, hf, seq, 1, NULL) != 0)
 		return 0;
-	/* the list's live bytes at every event: setup, the first step, a step
-	 * (built for one rank: under zero1 that rank owns every parameter's
-	 * state, as much as any rank of more holds) */
+	/* the list's live bytes at every event: setup, then the lists of the
+	 * first three steps (ag_step_lists: the first step's and the second's
+	 * own where there are, and the steady step, which every later step
+	 * runs again) (built for one rank: under zero1 that rank owns every
+	 * parameter's state, as much as any rank of more holds) */
 	double live = 0, peak = 0;
-	const struct ag_event *lists[3] = {s.setup, s.first_step, s.event};
-	size_t ns[3] = {s.nsetup, s.nfirst, s.nevents};
-	for (int l = 0; l < 3; l++)
+	const struct ag_event *lists[7] = {s.setup};
+	size_t ns[7] = {s.nsetup}, nl = 1;
+	for (unsigned t = 0; t < 3; t++)
+		nl += ag_step_lists(&s, t, lists + nl, ns + nl);
+	for (size_t l = 0; l < nl; l++)
 		for (size_t i = 0; i < ns[l]; i++) {
 			const struct ag_event *e = &lists[l][i];
 			if (e->kind == AG_EV_ALLOC && e->t < s.ntensors)

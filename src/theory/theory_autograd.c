@@ -139,6 +139,9 @@ static unsigned ranks_of(const struct ag_step *s, unsigned world)
 	for (size_t i = 0; i < s->nstep1; i++)
 		if (s->step1[i].only_rank != 0)
 			return world ? world : 1;
+	for (size_t i = 0; i < s->nstep2; i++)
+		if (s->step2[i].only_rank != 0)
+			return world ? world : 1;
 	return 1;
 }
 
@@ -166,9 +169,11 @@ static void walk_events(const struct ag_step *s, const struct ag_event *ev, size
 
 /* The walk of a step whose first step is a list of its own (step1), over
  * `steps` steps: the set-up (its own peak counts), the first step from
- * the set-up's state (its peak first_step_peak), then, from the second
- * on, the steady step. The resident is the state after the first step,
- * which every later one ends in too; the collectives the last step's. */
+ * the set-up's state (its peak first_step_peak), then the second step's
+ * list (ag_step_lists: DDP's own step2, or the steady step) and, from
+ * the third on, the steady step (a later one runs what the third does).
+ * The resident is the state after the first step, which every later one
+ * ends in too; the collectives the last step's. */
 static void walk_step1(const struct ag_step *s, const struct step_params *p, unsigned rank, unsigned world,
                        unsigned steps, struct theory_schedule *out)
 {
@@ -194,10 +199,41 @@ static void walk_step1(const struct ag_step *s, const struct step_params *p, uns
 	out->resident_bytes = total;
 	memcpy(out->resident_breakdown, cur, sizeof cur);
 	uint64_t setup_phase = total; /* the state each step starts from (docs/formats.md) */
-	if (steps != 1)
-		walk_events(s, s->event, s->nevents, rank, world, 1, cur, &total, out);
+	/* the steps after the first, up to the first steady one (the
+	 * second's own list, then the steady step; the collectives counted
+	 * in the last walked) */
+	unsigned last = s->step2 != NULL ? 2 : 1;
+	if (steps - 1 < last)
+		last = steps - 1;
+	for (unsigned t = 1; t <= last; t++) {
+		const struct ag_event *ev[2];
+		size_t n[2];
+		for (unsigned l = 0, nl = ag_step_lists(s, t, ev, n); l < nl; l++)
+			walk_events(s, ev[l], n[l], rank, world, t == last, cur, &total, out);
+	}
 	out->phase_entered[ZS_PH_SETUP] = 1;
 	out->phase_peak[ZS_PH_SETUP] = setup_phase;
+	/* the traffic of steps 1, 2 and the steady one apart (DDP's step 1
+	 * reduces one bucket, its step 2 broadcasts the rebuilt buckets'
+	 * indices): where they differ, the mean over --steps, as measure
+	 * reports it (steps_differ) */
+	struct theory_schedule c[3];
+	for (unsigned t = 0; t < 3; t++) {
+		const struct ag_event *ev[2];
+		size_t n[2];
+		c[t] = (struct theory_schedule){ 0 };
+		for (unsigned l = 0, nl = ag_step_lists(s, t, ev, n); l < nl; l++)
+			for (size_t i = 0; i < n[l]; i++)
+				count_collective(s, &ev[l][i], world, &c[t]);
+	}
+	if (steps > 0 && (c[0].comm_bytes != c[2].comm_bytes || c[1].comm_bytes != c[2].comm_bytes)) {
+		double later = steps > 2 ? steps - 2 : 0;
+		out->steps_differ = 1;
+		out->comm_bytes_mean = ((double)c[0].comm_bytes + (steps > 1 ? (double)c[1].comm_bytes : 0) +
+		                        later * (double)c[2].comm_bytes) / steps;
+		out->comm_elements_mean = ((double)c[0].comm_elements + (steps > 1 ? (double)c[1].comm_elements : 0) +
+		                           later * (double)c[2].comm_elements) / steps;
+	}
 }
 
 /* Rank `rank`'s sum of the list into out (its bytes; comm: world's) over
@@ -365,6 +401,7 @@ void theory_autograd_binding_rank(struct ag_step *s, const struct step_params *p
 	keep_rank(s->first_step, &s->nfirst, b);
 	keep_rank(s->event, &s->nevents, b);
 	keep_rank(s->step1, &s->nstep1, b);
+	keep_rank(s->step2, &s->nstep2, b);
 }
 
 int theory_autograd_ranks(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
@@ -421,7 +458,7 @@ int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c
 
 /* Rank `rank`'s live bytes at each mark of the run's last step (of
  * `steps`), into object o: the steady step's, or with --steps 1 the first
- * step's own list where there is one. */
+ * step's own list where there is one (with --steps 2 the second's). */
 static void marks_of(cJSON *o, const struct ag_step *s, unsigned rank, unsigned steps)
 {
 	uint64_t cur[ZS_NCATS] = { 0 }, total = 0;
@@ -435,6 +472,13 @@ static void marks_of(cJSON *o, const struct ag_step *s, unsigned rank, unsigned 
 	} else if (s->step1 != NULL) {
 		for (size_t i = 0; i < s->nstep1; i++)
 			apply(s, &s->step1[i], rank, cur, &total);
+	}
+	if (s->step2 != NULL && steps == 2) {
+		ev = s->step2;
+		n = s->nstep2;
+	} else if (s->step2 != NULL && steps > 2) {
+		for (size_t i = 0; i < s->nstep2; i++)
+			apply(s, &s->step2[i], rank, cur, &total);
 	}
 	for (size_t i = 0; i < s->nfirst; i++)
 		apply(s, &s->first_step[i], rank, cur, &total);

@@ -176,6 +176,14 @@ static void peak_live_json(cJSON *parent, const struct theory_request *req, unsi
 		nstep = s.nstep1;
 	} else if (s.step1 != NULL) {
 		live_walk(&s, s.step1, s.nstep1, live, made, &total, NULL, NULL);
+		/* (the second step's own list: the last with --steps 2, else
+		 * walked before the steady one) */
+		if (s.step2 != NULL && req->config->steps == 2) {
+			step = s.step2;
+			nstep = s.nstep2;
+		} else if (s.step2 != NULL) {
+			live_walk(&s, s.step2, s.nstep2, live, made, &total, NULL, NULL);
+		}
 		/* what the first step left (its grads, Adam's state) was made
 		 * before this step, as the set-up's prefix made it */
 		for (size_t t = 0; t < s.ntensors; t++)

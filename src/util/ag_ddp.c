@@ -281,176 +281,153 @@ static int ddp_sink(struct ag_pass *p, enum zs_phase ph, uint32_t *cl, uint32_t 
 	return 0;
 }
 
-int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct ag_options *o, unsigned world,
-                 double bucket_cap_mb, double first_bucket_bytes, int find_unused, char **cause)
+/* A layout of the reducer's buckets: each ready grad's bucket (the
+ * reducer's index) and its view there, each bucket's storage and how many
+ * grads it takes. */
+struct layout {
+	uint32_t *bucket_of, *bview, *buckets;
+	size_t *pending, nbuckets;
+};
+
+/* Cut the grads ready[ord[0..n)] into buckets of L (fp32: every parameter
+ * is), each closed once at or over its limit, the first's first_limit,
+ * the others' cap, its tensors laid out in that order (reducer.cpp's
+ * compute_bucket_assignment_by_size closes a bucket once its size reaches
+ * the limit, after adding the tensor: every bucket holds one tensor at
+ * least). */
+static void cut(struct ag_pass *p, const uint32_t *ready, const size_t *ord, size_t n, uint64_t first_limit,
+                uint64_t cap, struct layout *L)
 {
-	if (world < 1)
-		return zs_fail(cause, "--wrapper ddp: internal error: a run of %u ranks", world);
-	int has_forward = 0;
-	for (size_t i = 0; i < s->nevents && !has_forward; i++)
-		has_forward = is_mark(&s->event[i], "phase:forward");
-	if (!has_forward)
-		return zs_fail(cause, "--wrapper ddp: internal error: the step has no phase:forward mark");
-	/* The gradients' ready order: each grad's AccumulateGrad in backward. */
-	size_t ngrads = 0;
-	for (uint32_t t = 0; t < s->ntensors; t++)
-		if (is_grad(s, t))
-			ngrads++;
-	size_t *at = zs_malloc((ngrads ? ngrads : 1) * sizeof *at); /* the event */
-	uint32_t *ready = zs_malloc((ngrads ? ngrads : 1) * sizeof *ready);
-	size_t nready = 0;
-	for (size_t i = 0; i < s->nevents; i++) {
-		const struct ag_event *e = &s->event[i];
-		if (is_micro(e) && nready > 0)
-			break; /* the first micro-step's order: the buckets' */
-		if (e->kind != AG_EV_GRAD_READY || e->phase != ZS_PH_BACKWARD || !is_grad(s, e->t))
-			continue;
-		for (size_t k = 0; k < nready; k++)
-			if (ready[k] == e->t) {
-				free(at);
-				free(ready);
-				return zs_fail(cause, "--wrapper ddp: internal error: grad %s (%u) accumulated twice in backward",
-				               s->tensor[e->t].what, e->t);
-			}
-		if (nready == ngrads)
-			break;
-		at[nready] = i;
-		ready[nready++] = e->t;
-	}
-	/* find_unused_parameters: a parameter whose gradient the step never
-	 * accumulates (a mixture's expert that got no token on this rank:
-	 * out of the autograd graph, util/autograd.c's moe_fwd runs the hit
-	 * experts only) is one the reducer finds unused after forward
-	 * (search_unused_parameters) and marks ready itself; its grad storage
-	 * after the ready ones in `ready` (at ready[nready..ngrads)), in the
-	 * step's tensor order */
-	size_t nused = nready;
-	if (find_unused && nready > 0 && nready < ngrads)
-		for (uint32_t t = 0; t < s->ntensors && nready < ngrads; t++) {
-			int seen = 0;
-			for (size_t k = 0; k < nused && !seen; k++)
-				seen = ready[k] == t;
-			if (is_grad(s, t) && !seen)
-				ready[nready++] = t;
-		}
-	if (nready != ngrads || ngrads == 0) {
-		free(at);
-		free(ready);
-		return zs_fail(cause, "--wrapper ddp: internal error: %zu of the step's %zu grads are accumulated in "
-		               "backward", nready, ngrads);
-	}
-	struct ag_pass P = {.s = s, .cap_tensors = s->ntensors};
-	struct ag_pass *p = &P;
-	/* The order the buckets are cut in (ord: indices into ready). By
-	 * default the rebuilt buckets': the ready order. With
-	 * find_unused_parameters the reducer never rebuilds them
-	 * (reducer.cpp should_rebuild_buckets: static_graph_ or
-	 * !find_unused_parameters_), so they stay as the constructor cut them
-	 * (distributed.py 1.13, 720-740: bucket_size_limits
-	 * [_DEFAULT_FIRST_BUCKET_BYTES, bucket_bytes_cap] over the parameters
-	 * in the module's order, the list then reversed for the reducer). */
-	size_t *ord = zs_malloc(ngrads * sizeof *ord);
-	uint32_t *pos = zs_malloc(ngrads * sizeof *pos); /* find_unused: each ready grad's parameter storage */
-	for (size_t k = 0; k < ngrads; k++) {
-		ord[k] = k;
-		pos[k] = find_unused ? param_of_grad(s, ready[k]) : (uint32_t)k;
-		if (pos[k] == NO) {
-			uint32_t t = ready[k];
-			free(ord), free(pos), free(at), free(ready);
-			return zs_fail(cause, "--wrapper ddp: internal error: grad %s (%u) has no parameter", s->tensor[t].what,
-			               t);
-		}
-	}
-	for (size_t k = 1; k < ngrads; k++) /* by position (insertion: ready is nearly reversed) */
-		for (size_t j = k; j > 0 && pos[ord[j - 1]] > pos[ord[j]]; j--) {
-			size_t t = ord[j];
-			ord[j] = ord[j - 1];
-			ord[j - 1] = t;
-		}
-	free(pos);
-	/* The buckets (fp32: every parameter is), cut in ord's order, each
-	 * closed once at or over its limit, the first's first_bucket_bytes,
-	 * its tensors laid out in that order. */
-	uint32_t *bucket_of = zs_malloc(ngrads * sizeof *bucket_of); /* per ready grad: its bucket (reducer's index) */
-	uint32_t *bview = zs_malloc(ngrads * sizeof *bview);          /* its view in it */
-	uint32_t *buckets = zs_malloc(ngrads * sizeof *buckets);
-	size_t *pending = zs_calloc(ngrads, sizeof *pending);        /* per bucket: grads not yet in */
-	size_t nbuckets = 0;
-	/* the cap in whole bytes, as DDP takes it (int(bucket_cap_mb * 1024 *
-	 * 1024)); every bucket holds one tensor at least, so a cap of 0 gives
-	 * each tensor after the first bucket its own (reducer.cpp's
-	 * compute_bucket_assignment_by_size closes a bucket once its size
-	 * reaches the limit, after adding the tensor) */
-	uint64_t cap = (uint64_t)(bucket_cap_mb * 1024.0 * 1024.0);
-	for (size_t i = 0; i < ngrads;) {
-		uint64_t limit = nbuckets == 0 ? (uint64_t)first_bucket_bytes : cap, bytes = 0;
+	struct ag_step *s = p->s;
+	L->bucket_of = zs_malloc(n * sizeof *L->bucket_of);
+	L->bview = zs_malloc(n * sizeof *L->bview);
+	L->buckets = zs_malloc(n * sizeof *L->buckets);
+	L->pending = zs_calloc(n, sizeof *L->pending);
+	L->nbuckets = 0;
+	for (size_t i = 0; i < n;) {
+		uint64_t limit = L->nbuckets == 0 ? first_limit : cap, bytes = 0, el = 0;
 		size_t j = i;
-		uint64_t n = 0;
 		do {
 			bytes += s->tensor[ready[ord[j]]].bytes;
-			n += agp_elements(&s->tensor[ready[ord[j]]]);
+			el += agp_elements(&s->tensor[ready[ord[j]]]);
 			j++;
-		} while (j < ngrads && bytes < limit);
-		uint32_t bk = agp_storage(p, "Reducer bucket (gradients)", AG_F32, n, 0, ZS_CAT_BUCKETS);
+		} while (j < n && bytes < limit);
+		uint32_t bk = agp_storage(p, "Reducer bucket (gradients)", AG_F32, el, 0, ZS_CAT_BUCKETS);
 		uint64_t off = 0;
 		for (size_t k = i; k < j; k++) {
-			bucket_of[ord[k]] = (uint32_t)nbuckets;
-			bview[ord[k]] = agp_view_as(p, bk, ready[ord[k]], off);
+			L->bucket_of[ord[k]] = (uint32_t)L->nbuckets;
+			L->bview[ord[k]] = agp_view_as(p, bk, ready[ord[k]], off);
 			off += agp_elements(&s->tensor[ready[ord[k]]]);
 		}
-		pending[nbuckets] = j - i;
-		buckets[nbuckets++] = bk;
+		L->pending[L->nbuckets] = j - i;
+		L->buckets[L->nbuckets++] = bk;
 		i = j;
 	}
-	free(ord);
-	if (find_unused) { /* the reducer's list is the cut reversed */
-		for (size_t k = 0; k < nbuckets / 2; k++) {
-			uint32_t t = buckets[k];
-			size_t c = pending[k];
-			buckets[k] = buckets[nbuckets - 1 - k];
-			pending[k] = pending[nbuckets - 1 - k];
-			buckets[nbuckets - 1 - k] = t;
-			pending[nbuckets - 1 - k] = c;
+}
+
+static void layout_free(struct layout *L)
+{
+	free(L->bucket_of);
+	free(L->bview);
+	free(L->buckets);
+	free(L->pending);
+}
+
+/* What every list of the run shares: the grads in their ready order
+ * (ready[0..nused) accumulated in backward, ready[nused..ngrads) unused:
+ * find_unused_parameters), the used maps, the buffers' states. */
+struct ddp_run {
+	const struct ag_options *o;
+	unsigned world;
+	int find_unused;
+	const uint32_t *ready;
+	size_t ngrads, nused;
+	uint32_t used, used_dev;
+	const uint32_t *st;
+	size_t nbuf;
+};
+
+/* reducer.cpp's rebuild_buckets at step 2's forward (distributed.py 1.13,
+ * forward: _rebuild_buckets after record_function's handles, before
+ * _sync_buffers): sync_bucket_indices broadcasts rank 0's bucket indices
+ * and sizes (int32: at::empty({total_size + 1}) on the host and its
+ * device copy, broadcast, copied back; then at::empty({num_buckets}) and
+ * its device copy the same), freed as the function returns (the
+ * broadcast lists and the device copies first, in reverse order of their
+ * making); then initialize_buckets clears the constructor's buckets
+ * (buckets_.clear(): `old`'s storages freed) and makes each rebuilt one
+ * (at::empty of its size), in the reducer's order. The int32 tensors are
+ * held as 4-byte words (the list has no int32: the same bytes). */
+static void rebuild(struct ag_pass *p, const struct ddp_run *r, const struct layout *old, const struct layout *L)
+{
+	const enum zs_phase ph = ZS_PH_FORWARD;
+	uint32_t idx = agp_storage(p, "indices_tensor (int32, sync_bucket_indices)", AG_F32, r->ngrads + 1, 0,
+	                           ZS_CAT_SCRATCH);
+	agp_alloc(p, idx, ph);
+	agp_op(p, ph, AG_OP_FILL, NO, idx);
+	uint32_t idx_dev = agp_storage(p, "indices_tensor_device (int32)", AG_F32, r->ngrads + 1, 0, ZS_CAT_SCRATCH);
+	agp_alloc(p, idx_dev, ph);
+	agp_op(p, ph, AG_OP_COPY, idx, idx_dev);
+	agp_op(p, ph, AG_OP_BROADCAST_, idx_dev, idx_dev);
+	agp_op(p, ph, AG_OP_COPY, idx_dev, idx);
+	uint32_t sz = agp_storage(p, "bucket_sizes_tensor (int32)", AG_F32, L->nbuckets, 0, ZS_CAT_SCRATCH);
+	agp_alloc(p, sz, ph);
+	agp_op(p, ph, AG_OP_FILL, NO, sz);
+	uint32_t sz_dev = agp_storage(p, "bucket_sizes_tensor_device (int32)", AG_F32, L->nbuckets, 0, ZS_CAT_SCRATCH);
+	agp_alloc(p, sz_dev, ph);
+	agp_op(p, ph, AG_OP_COPY, sz, sz_dev);
+	agp_op(p, ph, AG_OP_BROADCAST_, sz_dev, sz_dev);
+	agp_op(p, ph, AG_OP_COPY, sz_dev, sz);
+	agp_free(p, sz_dev, ph);
+	agp_free(p, sz, ph);
+	agp_free(p, idx_dev, ph);
+	agp_free(p, idx, ph);
+	for (size_t k = 0; k < old->nbuckets; k++)
+		agp_free(p, old->buckets[k], ph);
+	for (size_t k = 0; k < L->nbuckets; k++)
+		agp_alloc(p, L->buckets[k], ph);
+}
+
+/* One list of the step, src[0..nsrc), into p's list, its hooks on the
+ * buckets of L; `old` (or NULL): the buckets this list's first forward
+ * rebuilds into L's (rebuild). 0, or -1 with *cause. */
+static int ddp_list(struct ag_pass *p, const struct ddp_run *r, const struct layout *L, const struct layout *old,
+                    const struct ag_event *src, size_t nsrc, char **cause)
+{
+	struct ag_step *s = p->s;
+	const struct ag_options *o = r->o;
+	size_t ngrads = r->ngrads, nused = r->nused, nbuckets = L->nbuckets;
+	/* each hook's event in the list: the first micro-step's, in the
+	 * ready order (the later micro-steps' found as they come), and the
+	 * grad it names (this list's own: under set_to_none the first step's
+	 * grads are other storages than the steady step's, of the same
+	 * parameters) */
+	size_t *at = zs_malloc((ngrads ? ngrads : 1) * sizeof *at), nat = 0;
+	uint32_t *mine = zs_malloc((ngrads ? ngrads : 1) * sizeof *mine);
+	memcpy(mine, r->ready, ngrads * sizeof *mine);
+	for (size_t i = 0; i < nsrc && nat < nused; i++) {
+		const struct ag_event *e = &src[i];
+		if (is_micro(e) && nat > 0)
+			break;
+		if (e->kind != AG_EV_GRAD_READY || e->phase != ZS_PH_BACKWARD || !is_grad(s, e->t))
+			continue;
+		if (e->t != r->ready[nat] && param_of_grad(s, e->t) != param_of_grad(s, r->ready[nat])) {
+			free(at);
+			free(mine);
+			return zs_fail(cause, "--wrapper ddp: internal error: grad %s (%u) is not ready in the steady step's "
+			               "order", s->tensor[e->t].what, e->t);
 		}
-		for (size_t k = 0; k < ngrads; k++)
-			bucket_of[k] = (uint32_t)(nbuckets - 1 - bucket_of[k]);
+		mine[nat] = e->t;
+		at[nat++] = i;
 	}
-	size_t *npend = zs_malloc(nbuckets * sizeof *npend); /* each micro-step's count, from pending */
-	/* set-up: the model's, then DDP's construction, then the batch (the
-	 * loop draws it after wrapping the model: tests/ft_torch.py; its
-	 * bytes are not live across the construction's broadcast copy, which
-	 * under LoRA at short sequences is the run's peak) */
-	size_t batch = 0;
-	while (batch < s->nsetup && !(s->setup[batch].kind == AG_EV_ALLOC &&
-	                              s->tensor[s->setup[batch].t].role == AG_ROLE_INPUT))
-		batch++;
-	for (size_t i = 0; i < batch; i++)
-		agp_copy(p, &s->setup[i]);
-	uint32_t *st = zs_malloc((s->ntensors ? s->ntensors : 1) * sizeof *st);
-	size_t nst = states(s, sp, st, 1, 1);
-	broadcast_coalesced(p, st, nst, AG_DDP_BROADCAST_BUCKET_BYTES, ZS_PH_SETUP);
-	for (size_t k = 0; k < nbuckets; k++)
-		agp_alloc(p, buckets[k], ZS_PH_SETUP);
-	/* find_unused_parameters: the reducer's used-parameter maps, made last
-	 * in its constructor (initialize_local_used_map: local_used_map_ =
-	 * at::zeros and local_used_map_dev_ = at::empty, int32, one a
-	 * parameter the reducer holds), held as 4-byte words (the list has no
-	 * int32: the same bytes, and a count of ranks is exact in fp32) */
-	uint32_t used = NO, used_dev = NO;
-	if (find_unused) {
-		used = agp_storage(p, "local_used_map_ (int32, a word a parameter)", AG_F32, ngrads, 0, ZS_CAT_SCRATCH);
-		agp_alloc(p, used, ZS_PH_SETUP);
-		agp_op(p, ZS_PH_SETUP, AG_OP_FILL, NO, used);
-		used_dev = agp_storage(p, "local_used_map_dev_ (int32)", AG_F32, ngrads, 0, ZS_CAT_SCRATCH);
-		agp_alloc(p, used_dev, ZS_PH_SETUP);
+	if (nat != nused) {
+		free(at);
+		free(mine);
+		return zs_fail(cause, "--wrapper ddp: internal error: %zu of the step's %zu grads are accumulated in "
+		               "backward", nat, nused);
 	}
-	for (size_t i = batch; i < s->nsetup; i++)
-		agp_copy(p, &s->setup[i]);
-	free(s->setup);
-	s->setup = p->ev;
-	s->nsetup = p->nev;
-	p->ev = NULL;
-	p->nev = p->cap = 0;
+	const uint32_t *ready = mine;
+	size_t *npend = zs_malloc((nbuckets ? nbuckets : 1) * sizeof *npend); /* each micro-step's count */
 	/* the step: K micro-steps (--grad-accum; one at K = 1), each a DDP
 	 * forward and backward. Under no_sync() (micro-steps 0..K-2 with
 	 * --ddp-no-sync on) forward skips reducer.prepare_for_backward
@@ -462,16 +439,16 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 	 * forward broadcasts the buffers only if it was set
 	 * (will_sync_module_buffers, 1581-1586): after a no_sync micro-step, no
 	 * broadcast. */
-	size_t nbuf = states(s, sp, st, 0, 1), g = 0, next = 0;
+	size_t g = 0, next = 0;
 	unsigned K = o->grad_accum ? o->grad_accum : 1, micro = 0;
-	int in_forward = 0, sync = !(o->ddp_no_sync && K > 1), sync_bufs = 1, rc = 0;
-	memcpy(npend, pending, nbuckets * sizeof *npend);
+	int in_forward = 0, sync = !(o->ddp_no_sync && K > 1), sync_bufs = 1, rc = 0, rebuilt = old == NULL;
+	memcpy(npend, L->pending, nbuckets * sizeof *npend);
 	/* find_unused: the model's outputs once the sink has cloned them
 	 * (NO before), and the clones the loop holds in their place */
 	uint32_t out_loss = NO, out_logits = NO, clone_loss = NO, clone_logits = NO;
-	for (size_t i = 0; i < s->nevents && rc == 0; i++) {
-		const struct ag_event *e = &s->event[i];
-		if (find_unused && is_mark(e, "phase:backward") && out_loss == NO) {
+	for (size_t i = 0; i < nsrc && rc == 0; i++) {
+		const struct ag_event *e = &src[i];
+		if (r->find_unused && is_mark(e, "phase:backward") && out_loss == NO) {
 			if ((rc = ddp_sink(p, ZS_PH_FORWARD, &clone_loss, &clone_logits, cause)) != 0)
 				break;
 			out_loss = s->tensor[s->loss].storage;
@@ -497,12 +474,12 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 			 * zeros, the bits of the grad zero_grad zeroed */
 			if (sync)
 				for (size_t k = 0; k < ngrads; k++)
-					agp_op(p, ZS_PH_BACKWARD, AG_OP_COPY, bview[k], ready[k]);
+					agp_op(p, ZS_PH_BACKWARD, AG_OP_COPY, L->bview[k], ready[k]);
 			if (is_micro(e)) {
 				micro++;
 				in_forward = 0;
 				g = next = 0;
-				memcpy(npend, pending, nbuckets * sizeof *npend);
+				memcpy(npend, L->pending, nbuckets * sizeof *npend);
 				sync = !(o->ddp_no_sync && micro + 1 < K);
 			}
 		}
@@ -510,8 +487,12 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 		if (is_mark(e, "phase:forward") && !in_forward) {
 			in_forward = 1;
 			agp_record_function(p, o, ZS_PH_FORWARD);
+			if (!rebuilt) {
+				rebuild(p, r, old, L);
+				rebuilt = 1;
+			}
 			if (sync_bufs)
-				broadcast_coalesced(p, st, nbuf, AG_DDP_BROADCAST_BUCKET_BYTES, ZS_PH_FORWARD);
+				broadcast_coalesced(p, r->st, r->nbuf, AG_DDP_BROADCAST_BUCKET_BYTES, ZS_PH_FORWARD);
 			sync_bufs = sync;
 		}
 		if (e->kind == AG_EV_GRAD_READY && e->phase == ZS_PH_BACKWARD && is_grad(s, e->t) && micro > 0 &&
@@ -537,26 +518,26 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 			/* mul_out(bucket_view, grad, 1/N) */
 			uint32_t w = agp_storage(p, "scalar (wrapped number, 1/N)", AG_F64, 0, 1, ZS_CAT_ACTIVATIONS);
 			agp_alloc(p, w, ZS_PH_BACKWARD);
-			agp_op(p, ZS_PH_BACKWARD, AG_OP_FILL, NO, w)->arg[0] = 1.0 / world;
+			agp_op(p, ZS_PH_BACKWARD, AG_OP_FILL, NO, w)->arg[0] = 1.0 / r->world;
 			uint32_t f = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
 			agp_alloc(p, f, ZS_PH_BACKWARD);
 			agp_op(p, ZS_PH_BACKWARD, AG_OP_COPY, w, f);
-			agp_op(p, ZS_PH_BACKWARD, AG_OP_MUL_SCALAR, ready[h], bview[h])->arg[0] = 1.0 / world;
+			agp_op(p, ZS_PH_BACKWARD, AG_OP_MUL_SCALAR, ready[h], L->bview[h])->arg[0] = 1.0 / r->world;
 			agp_free(p, f, ZS_PH_BACKWARD);
 			agp_free(p, w, ZS_PH_BACKWARD);
 			/* mark_bucket_ready: the buckets are reduced in the
 			 * reducer's order, each once it and those before it are
 			 * complete (in ready order, the one just completed) */
-			npend[bucket_of[h]]--;
+			npend[L->bucket_of[h]]--;
 			int reduced = 0;
 			for (; next < nbuckets && npend[next] == 0; next++, reduced = 1)
-				agp_op(p, ZS_PH_BACKWARD, AG_OP_ALL_REDUCE_SUM_, buckets[next], buckets[next]);
+				agp_op(p, ZS_PH_BACKWARD, AG_OP_ALL_REDUCE_SUM_, L->buckets[next], L->buckets[next]);
 			/* the last bucket reduced: mark_variable_ready's
 			 * all_reduce_local_used_map (local_used_map_dev_.copy_(
 			 * local_used_map_), then its all-reduce) */
-			if (find_unused && reduced && next == nbuckets) {
-				agp_op(p, ZS_PH_BACKWARD, AG_OP_COPY, used, used_dev);
-				agp_op(p, ZS_PH_BACKWARD, AG_OP_ALL_REDUCE_SUM_, used_dev, used_dev);
+			if (r->find_unused && reduced && next == nbuckets) {
+				agp_op(p, ZS_PH_BACKWARD, AG_OP_COPY, r->used, r->used_dev);
+				agp_op(p, ZS_PH_BACKWARD, AG_OP_ALL_REDUCE_SUM_, r->used_dev, r->used_dev);
 			}
 			if (h == g) {
 				g++;
@@ -564,23 +545,204 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 			}
 		}
 	}
-	if (rc == 0 && find_unused && out_loss == NO)
+	if (rc == 0 && r->find_unused && out_loss == NO)
 		rc = zs_fail(cause, "--ddp-find-unused: internal error: the step has no phase:backward mark");
-	if (rc == 0) {
-		free(s->event);
-		s->event = p->ev;
-		s->nevents = p->nev;
-	} else {
-		free(p->ev);
-	}
-	free(st);
+	if (rc == 0 && !rebuilt)
+		rc = zs_fail(cause, "--wrapper ddp: internal error: the second step has no phase:forward mark");
 	free(at);
-	free(ready);
-	free(bucket_of);
-	free(bview);
-	free(buckets);
-	free(pending);
+	free(mine);
 	free(npend);
+	return rc;
+}
+
+int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct ag_options *o, unsigned world,
+                 double bucket_cap_mb, double first_bucket_bytes, int find_unused, char **cause)
+{
+	if (world < 1)
+		return zs_fail(cause, "--wrapper ddp: internal error: a run of %u ranks", world);
+	int has_forward = 0;
+	for (size_t i = 0; i < s->nevents && !has_forward; i++)
+		has_forward = is_mark(&s->event[i], "phase:forward");
+	if (!has_forward)
+		return zs_fail(cause, "--wrapper ddp: internal error: the step has no phase:forward mark");
+	/* the first step as a list of its own (ag_options.step1): not with
+	 * find_unused_parameters (its buckets never rebuilt, its unused
+	 * parameters' grads None in step 1: not described) nor under
+	 * accumulation (ag_options_from_config sets neither) */
+	if (s->step1 != NULL && (find_unused || (o->grad_accum ? o->grad_accum : 1) > 1))
+		return zs_fail(cause, "--wrapper ddp: internal error: a first step of its own with find_unused_parameters "
+		               "or accumulation");
+	/* The gradients' ready order: each grad's AccumulateGrad in backward
+	 * (the steady step's grads: under set_to_none the first step's own
+	 * list makes others, of the same parameters, left out here). */
+	unsigned char *first_only = zs_calloc(s->ntensors ? s->ntensors : 1, 1);
+	for (size_t i = 0; s->step1 != NULL && i < s->nstep1; i++)
+		if (s->step1[i].kind == AG_EV_GRAD_READY && is_grad(s, s->step1[i].t))
+			first_only[s->step1[i].t] = 1;
+	for (size_t i = 0; i < s->nevents; i++)
+		if (s->event[i].kind == AG_EV_GRAD_READY && is_grad(s, s->event[i].t))
+			first_only[s->event[i].t] = 0;
+	size_t ngrads = 0;
+	for (uint32_t t = 0; t < s->ntensors; t++)
+		if (is_grad(s, t) && !first_only[t])
+			ngrads++;
+	uint32_t *ready = zs_malloc((ngrads ? ngrads : 1) * sizeof *ready);
+	size_t nready = 0;
+	for (size_t i = 0; i < s->nevents; i++) {
+		const struct ag_event *e = &s->event[i];
+		if (is_micro(e) && nready > 0)
+			break; /* the first micro-step's order: the buckets' */
+		if (e->kind != AG_EV_GRAD_READY || e->phase != ZS_PH_BACKWARD || !is_grad(s, e->t))
+			continue;
+		for (size_t k = 0; k < nready; k++)
+			if (ready[k] == e->t) {
+				free(ready);
+				free(first_only);
+				return zs_fail(cause, "--wrapper ddp: internal error: grad %s (%u) accumulated twice in backward",
+				               s->tensor[e->t].what, e->t);
+			}
+		if (nready == ngrads)
+			break;
+		ready[nready++] = e->t;
+	}
+	/* find_unused_parameters: a parameter whose gradient the step never
+	 * accumulates (a mixture's expert that got no token on this rank:
+	 * out of the autograd graph, util/autograd.c's moe_fwd runs the hit
+	 * experts only) is one the reducer finds unused after forward
+	 * (search_unused_parameters) and marks ready itself; its grad storage
+	 * after the ready ones in `ready` (at ready[nready..ngrads)), in the
+	 * step's tensor order */
+	size_t nused = nready;
+	if (find_unused && nready > 0 && nready < ngrads)
+		for (uint32_t t = 0; t < s->ntensors && nready < ngrads; t++) {
+			int seen = 0;
+			for (size_t k = 0; k < nused && !seen; k++)
+				seen = ready[k] == t;
+			if (is_grad(s, t) && !first_only[t] && !seen)
+				ready[nready++] = t;
+		}
+	free(first_only);
+	if (nready != ngrads || ngrads == 0) {
+		free(ready);
+		return zs_fail(cause, "--wrapper ddp: internal error: %zu of the step's %zu grads are accumulated in "
+		               "backward", nready, ngrads);
+	}
+	struct ag_pass P = {.s = s, .cap_tensors = s->ntensors};
+	struct ag_pass *p = &P;
+	/* The orders the buckets are cut in (indices into ready): the
+	 * rebuilt buckets' (ord), the ready order; the constructor's (ctor),
+	 * the parameters' in the module's order (distributed.py 1.13,
+	 * _ddp_init_helper 720-740: _compute_bucket_assignment_by_size over
+	 * `parameters`, the list then reversed for the reducer). With
+	 * find_unused_parameters the reducer never rebuilds (reducer.cpp
+	 * should_rebuild_buckets: static_graph_ or !find_unused_parameters_),
+	 * so every step runs on the constructor's: bucket_size_limits
+	 * [_DEFAULT_FIRST_BUCKET_BYTES, bucket_bytes_cap]. Without it the
+	 * constructor cuts one bucket of every parameter (bucket_size_limits
+	 * [sys.maxsize], 1.13 line 721, 2.6.0 line 1169), which the first step
+	 * runs on where it is a list of its own (s->step1), and step 2's
+	 * forward rebuilds (rebuild). */
+	size_t *ord = zs_malloc(ngrads * sizeof *ord), *ctor = zs_malloc(ngrads * sizeof *ctor);
+	uint32_t *pos = zs_malloc(ngrads * sizeof *pos); /* each ready grad's parameter storage */
+	for (size_t k = 0; k < ngrads; k++) {
+		ord[k] = ctor[k] = k;
+		pos[k] = find_unused || s->step1 != NULL ? param_of_grad(s, ready[k]) : (uint32_t)k;
+		if (pos[k] == NO) {
+			uint32_t t = ready[k];
+			free(ord), free(ctor), free(pos), free(ready);
+			return zs_fail(cause, "--wrapper ddp: internal error: grad %s (%u) has no parameter", s->tensor[t].what,
+			               t);
+		}
+	}
+	for (size_t k = 1; k < ngrads; k++) /* by position (insertion: ready is nearly reversed) */
+		for (size_t j = k; j > 0 && pos[ctor[j - 1]] > pos[ctor[j]]; j--) {
+			size_t t = ctor[j];
+			ctor[j] = ctor[j - 1];
+			ctor[j - 1] = t;
+		}
+	free(pos);
+	/* the cap in whole bytes, as DDP takes it (int(bucket_cap_mb * 1024 *
+	 * 1024)); a cap of 0 gives each tensor after the first bucket its own */
+	uint64_t cap = (uint64_t)(bucket_cap_mb * 1024.0 * 1024.0);
+	struct layout L = {0}, L0 = {0};
+	cut(p, ready, find_unused ? ctor : ord, ngrads, (uint64_t)first_bucket_bytes, cap, &L);
+	if (s->step1 != NULL)
+		cut(p, ready, ctor, ngrads, UINT64_MAX, UINT64_MAX, &L0);
+	free(ord);
+	free(ctor);
+	if (find_unused) { /* the reducer's list is the cut reversed */
+		size_t nb = L.nbuckets;
+		for (size_t k = 0; k < nb / 2; k++) {
+			uint32_t t = L.buckets[k];
+			size_t c = L.pending[k];
+			L.buckets[k] = L.buckets[nb - 1 - k];
+			L.pending[k] = L.pending[nb - 1 - k];
+			L.buckets[nb - 1 - k] = t;
+			L.pending[nb - 1 - k] = c;
+		}
+		for (size_t k = 0; k < ngrads; k++)
+			L.bucket_of[k] = (uint32_t)(nb - 1 - L.bucket_of[k]);
+	}
+	/* set-up: the model's, then DDP's construction, then the batch (the
+	 * loop draws it after wrapping the model: tests/ft_torch.py; its
+	 * bytes are not live across the construction's broadcast copy, which
+	 * under LoRA at short sequences is the run's peak) */
+	size_t batch = 0;
+	while (batch < s->nsetup && !(s->setup[batch].kind == AG_EV_ALLOC &&
+	                              s->tensor[s->setup[batch].t].role == AG_ROLE_INPUT))
+		batch++;
+	for (size_t i = 0; i < batch; i++)
+		agp_copy(p, &s->setup[i]);
+	uint32_t *st = zs_malloc((s->ntensors ? s->ntensors : 1) * sizeof *st);
+	size_t nst = states(s, sp, st, 1, 1);
+	broadcast_coalesced(p, st, nst, AG_DDP_BROADCAST_BUCKET_BYTES, ZS_PH_SETUP);
+	/* the constructor's buckets where the first step runs on them, else
+	 * (the step's list every step's) the rebuilt ones, as the rebuild
+	 * leaves them: the same bytes (the constructor's one bucket is Psi * 4
+	 * bytes, as the rebuilt ones together are) */
+	const struct layout *made = s->step1 != NULL ? &L0 : &L;
+	for (size_t k = 0; k < made->nbuckets; k++)
+		agp_alloc(p, made->buckets[k], ZS_PH_SETUP);
+	/* find_unused_parameters: the reducer's used-parameter maps, made last
+	 * in its constructor (initialize_local_used_map: local_used_map_ =
+	 * at::zeros and local_used_map_dev_ = at::empty, int32, one a
+	 * parameter the reducer holds), held as 4-byte words (the list has no
+	 * int32: the same bytes, and a count of ranks is exact in fp32) */
+	struct ddp_run r = {.o = o, .world = world, .find_unused = find_unused, .ready = ready, .ngrads = ngrads,
+	                    .nused = nused, .used = NO, .used_dev = NO, .st = st};
+	if (find_unused) {
+		r.used = agp_storage(p, "local_used_map_ (int32, a word a parameter)", AG_F32, ngrads, 0, ZS_CAT_SCRATCH);
+		agp_alloc(p, r.used, ZS_PH_SETUP);
+		agp_op(p, ZS_PH_SETUP, AG_OP_FILL, NO, r.used);
+		r.used_dev = agp_storage(p, "local_used_map_dev_ (int32)", AG_F32, ngrads, 0, ZS_CAT_SCRATCH);
+		agp_alloc(p, r.used_dev, ZS_PH_SETUP);
+	}
+	for (size_t i = batch; i < s->nsetup; i++)
+		agp_copy(p, &s->setup[i]);
+	agp_take(p, &s->setup, &s->nsetup);
+	r.nbuf = states(s, sp, st, 0, 1);
+	/* the lists: step 1 on the constructor's bucket, step 2 rebuilding
+	 * them in its forward (ag_step.step2), then the steady step on the
+	 * rebuilt ones; or the steady step alone, every step's */
+	int rc = 0;
+	if (s->step1 != NULL) {
+		rc = ddp_list(p, &r, &L0, NULL, s->step1, s->nstep1, cause);
+		if (rc == 0)
+			agp_take(p, &s->step1, &s->nstep1);
+		if (rc == 0)
+			rc = ddp_list(p, &r, &L, &L0, s->event, s->nevents, cause);
+		if (rc == 0)
+			agp_take(p, &s->step2, &s->nstep2);
+	}
+	if (rc == 0)
+		rc = ddp_list(p, &r, &L, NULL, s->event, s->nevents, cause);
+	if (rc == 0)
+		agp_take(p, &s->event, &s->nevents);
+	free(p->ev);
+	free(st);
+	free(ready);
+	layout_free(&L);
+	layout_free(&L0);
 	return rc;
 }
 

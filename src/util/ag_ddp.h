@@ -10,8 +10,10 @@
  *   set-up   the construction's broadcast of the parameters and buffers
  *            (_sync_module_states -> dist._broadcast_coalesced: a flat copy
  *            of each dtype's bucket of 250 MiB made, broadcast, copied back
- *            and freed) and the reducer's buckets, one fp32 storage each,
- *            laid out as the rebuild after the first iteration lays them
+ *            and freed) and the reducer's buckets, one fp32 storage each
+ *            (or the constructor's one bucket where the first step is a
+ *            list of its own: below), laid out as the rebuild after the
+ *            first iteration lays them
  *            (reducer.cpp rebuild_buckets: the parameters in the order
  *            their gradients became ready, a first bucket of 1 MiB (2.6
  *            with bucket_cap_mb given: of the cap; ag_ddp_first_bucket_bytes),
@@ -41,18 +43,22 @@
  * its ranks; the theory adds no memory for them (gloo's own buffers are
  * not PyTorch's allocator's) and counts their traffic as the ring's.
  *
- * The first iteration's buckets are not laid out apart: DDP (with
- * find_unused_parameters False) reduces one bucket of every parameter in
- * its first iteration (bucket_size_limits [sys.maxsize]: distributed.py
- * 1.13 line 721, 2.6.0 line 1169), Psi * 4 bytes as the rebuilt buckets
- * together are; rebuild_buckets at the second forward clears it before it
- * makes the new ones (initialize_buckets: buckets_.clear() first), so the
- * bytes between steps are the same from step 1 on and the step here, the
- * steady one with the rebuilt buckets from set-up, is every step's after
- * the first. Only the first step's all-reduce (one, not one a bucket) and
- * its place differ, which hold no byte. The layout of several buckets is
- * held to PyTorch's own (the reducer's rebuilt_bucket_sizes) by
- * tests/hf_torch.sh's ddp2-gpt2-buckets, under 1.13 and 2.6.
+ * The first iteration's buckets: DDP (with find_unused_parameters False)
+ * reduces one bucket of every parameter in its first iteration
+ * (bucket_size_limits [sys.maxsize]: distributed.py 1.13 line 721, 2.6.0
+ * line 1169), Psi * 4 bytes as the rebuilt buckets together are, laid out
+ * in the module's parameter order; rebuild_buckets at the second forward
+ * (after sync_bucket_indices' broadcast of the int32 indices and sizes)
+ * clears it before it makes the new ones (initialize_buckets:
+ * buckets_.clear() first). Where the step's first step is a list of its
+ * own (ag_step.step1: dp and zero1 at K = 1), the set-up holds that
+ * bucket, step 1 runs on it and step 2 (ag_step.step2) rebuilds it in its
+ * forward; else the set-up holds the rebuilt buckets and the steady step
+ * is every step's (only the first step's all-reduce, one not one a
+ * bucket, and its place differ, which hold no byte). The layout of several
+ * buckets is held to PyTorch's own (the reducer's rebuilt_bucket_sizes) by
+ * tests/hf_torch.sh's ddp2-gpt2-buckets, under 1.13 and 2.6; the first
+ * step's peak to 1.13's step_peaks[0] by its ddp2-* cases.
  *
  * With find_unused_parameters True (--ddp-find-unused on; 1.13, K = 1,
  * as Hugging Face's Trainer passes it without gradient checkpointing)

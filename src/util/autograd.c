@@ -6229,8 +6229,12 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->grad_accum = c->grad_accum ? c->grad_accum : 1;
 	o->recompute = !c->hf_recompute ? AG_CKPT_NONE : c->wrapper == ZS_WRAPPER_FSDP ? AG_CKPT_IN_UNIT : AG_CKPT_LOOP;
 	o->ddp_no_sync = c->ddp_no_sync;
-	/* the plain loop's first step, its own list (ag_step.step1) */
-	o->step1 = c->wrapper == ZS_WRAPPER_NONE;
+	/* the first step as its own list (ag_step.step1): the plain loop's,
+	 * and DDP's (dp and zero1; not with find_unused_parameters, whose
+	 * buckets are never rebuilt and whose unused grads step 1 leaves
+	 * None, nor under accumulation: not described yet; util/ag_ddp.c) */
+	o->step1 = c->wrapper == ZS_WRAPPER_NONE ||
+	           (c->wrapper == ZS_WRAPPER_DDP && !c->ddp_find_unused && o->grad_accum == 1);
 	o->fsdp_prefetch = c->prefetch == ZS_PREFETCH_BACKWARD_PRE;
 	o->freeze = c->freeze[0] ? c->freeze : NULL;
 	o->lora_r = c->lora_r;
@@ -6603,6 +6607,11 @@ unsigned ag_step_lists(const struct ag_step *s, unsigned step, const struct ag_e
 		n[0] = s->nstep1;
 		return 1;
 	}
+	if (step == 1 && s->step2 != NULL) {
+		ev[0] = s->step2;
+		n[0] = s->nstep2;
+		return 1;
+	}
 	unsigned k = 0;
 	if (step == 0) {
 		ev[k] = s->first_step;
@@ -6625,6 +6634,7 @@ void ag_step_free(struct ag_step *s)
 	free(s->first_step);
 	free(s->event);
 	free(s->step1);
+	free(s->step2);
 	for (size_t i = 0; i < s->nlabels; i++)
 		free(s->labels[i]);
 	free(s->labels);

@@ -44,7 +44,10 @@
  * made inside the first optimizer.step(), after backward), the run's
  * first step runs `step1` in place of `first_step` and the steady step
  * (then `first_step` is empty), and ends in the state every later step
- * starts from. ag_step_lists says which lists a step runs; the engine
+ * starts from. Under DDP (util/ag_ddp.h) the second step is a list of
+ * its own too (`step2`: its forward rebuilds the reducer's buckets, which
+ * the first step ran on as the constructor cut them), run in place of
+ * the steady step at step 2. ag_step_lists says which lists a step runs; the engine
  * runs them and the theory sums them, each with its own peak and phases,
  * the marks the steady step's.
  *
@@ -371,7 +374,9 @@ struct ag_options {
 	/* Build the first step as a list of its own (ag_step.step1): the
 	 * grads made by the first backward, Adam's state by the first step()
 	 * (docs/schedule.md, "The first step"). ag_options_from_config sets it
-	 * for the plain loop (--wrapper none); the wrappers' passes take the
+	 * for the plain loop (--wrapper none) and DDP (--wrapper ddp, dp and
+	 * zero1; find_unused_parameters False, no accumulation: util/ag_ddp.c
+	 * runs it on the constructor's buckets); the other passes take the
 	 * steady list alone so far. */
 	int step1;
 	/* A mixture's routing for the described step (mixtral's, qwen2_moe's
@@ -394,6 +399,8 @@ struct ag_step {
 	size_t nevents;
 	struct ag_event *step1;         /* the first step, run in place of first_step and event, or NULL */
 	size_t nstep1;
+	struct ag_event *step2;         /* the second step, run in place of event (DDP's rebuild), or NULL */
+	size_t nstep2;
 	char **labels;                  /* owned mark labels (freed by ag_step_free) */
 	size_t nlabels;
 	uint32_t loss, logits;          /* the loop's outputs (the last micro-step's), held to the step's
@@ -410,7 +417,10 @@ void ag_step_free(struct ag_step *s);
 /* The lists step `step` (0 the run's first) runs after the set-up, in
  * order, into ev[] and n[]: the first step's own list (step1) at step 0
  * where there is one, else first_step's prefix and the steady step at
- * step 0 and the steady step after. Returns how many (1 or 2). */
+ * step 0; the second step's own list (step2) at step 1 where there is
+ * one; the steady step after. Returns how many (1 or 2). The lists of
+ * steps 0, 1 and 2 are the run's every list: a step after the third runs
+ * what the third does. */
 unsigned ag_step_lists(const struct ag_step *s, unsigned step, const struct ag_event *ev[2], size_t n[2]);
 
 /* One parameter's storages for the optimizer: the parameter, its .grad,
