@@ -307,6 +307,8 @@ for cmd in measure theory; do
 		try 2 "--model qw: DeepSpeed's bf16 (--precision mixed) over the PyTorch step of a qwen2 is not described yet (gpt2 and llama are)" \
 			$cmd --framework deepspeed --wrapper deepspeed --model "$tmp/qw.json" --torch-device cpu --world 2 \
 			--torch-version 1.13 --schemes zero2 --precision mixed --out "$keep"
+		try 2 "--recompute full with DeepSpeed's bf16 (--precision mixed) over the PyTorch step: not described yet (give --recompute none)" \
+			$base --torch-version 1.13 --schemes zero1 --world 1 --precision mixed --recompute full --out "$keep"
 		try 2 "--precision amp-bf16 with --wrapper deepspeed: DeepSpeed 0.16.5 has no autocast (its bf16 casts the module: give --precision mixed, or fp32)" \
 			$base --torch-version 1.13 --schemes zero2 --precision amp-bf16 --out "$keep"
 		try 2 "--torch-version 2.6 with --wrapper deepspeed: only 1.13 is built so far (give --torch-version 1.13)" \
@@ -338,7 +340,7 @@ for cmd in measure theory; do
 		fail "$cmd of a mixture under --wrapper deepspeed: $(cat "$tmp/err")"
 	n=$((n + 1))
 done
-[ "$n" -eq 42 ] || fail "ran $n refusals, not 42"
+[ "$n" -eq 44 ] || fail "ran $n refusals, not 44"
 echo "ok: $n refusals"
 
 # the control: DeepSpeed's buffers over zerosim's own step still run

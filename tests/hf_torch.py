@@ -453,6 +453,9 @@ class LlamaRotaryEmbedding(nn.Module):
         base = cfg.get("rope_theta", 10000.0)
         inv_freq = 1.0 / (base ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
         self.register_buffer("inv_freq", inv_freq, persistent=False)
+        # the same tensor, until module.bfloat16() swaps the buffer for a
+        # bf16 copy: this attribute keeps the fp32 one (tests/ds_bf16_torch.py)
+        self.original_inv_freq = self.inv_freq
         self.attention_scaling = 1.0
 
     @torch.no_grad()

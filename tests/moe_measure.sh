@@ -210,5 +210,8 @@ refuse "--wrapper ddp, an expert idle on a rank" 1 "expert 0 of block 1 on rank 
 	"s/--wrapper none/--wrapper ddp/;s/--world 1/--world 2/" --batch 1 --seq 6 --seed 7
 refuse "--recompute full" 2 "--recompute full (give none)" s/x/x/ --batch 2 --seq 16 --recompute full
 refuse "--lora-r" 2 "fine-tuning" s/x/x/ --batch 2 --seq 16 --lora-r 4
+# 2.6's default attention in zerosim is SDPA: a mixture's is refused (not compared yet)
+refuse "2.6's default --attn sdpa" 2 "--attn sdpa (2.6's default; give --attn eager)" \
+	"s/--torch-version 1.13/--torch-version 2.6/" --batch 2 --seq 16
 [ $status -eq 0 ] && echo "$name: the tiny mixtral's, qwen2_moe's and qwen3_moe's PyTorch step measured: the theory under the measured routing equals it to the byte, the losses the fused engine's; the refusals hold"
 exit $status

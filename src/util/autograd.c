@@ -3694,6 +3694,7 @@ static T moe_squeezed(struct bld *b, T z, unsigned nd, const uint64_t *shape)
 static int moe_refuse(const struct zs_model *m, const struct ag_options *o, char **cause)
 {
 	const char *no = o->moe_counts == NULL                ? "no routing (give --routing)"
+	                 : o->attn == ZS_ATTN_SDPA            ? "--attn sdpa (2.6's default; give --attn eager)"
 	                 : o->amp != AG_F32                   ? "autocast (give --precision fp32)"
 	                 : o->optim_impl == ZS_OPTIM_FUSED    ? "--optimizer-impl fused (give single or foreach)"
 	                 : (o->freeze && *o->freeze) || o->lora_r || o->quant_nf4 ? "--freeze, --lora-r or --quant-base"
@@ -4475,7 +4476,16 @@ static void llama_setup(struct bld *b, struct model *M)
 		}
 	}
 	add_param(b, M, find_tensor(b, "model.norm.weight"), -1);
-	/* LlamaRotaryEmbedding's inv_freq (persistent=False), registered after norm */
+	/* LlamaRotaryEmbedding's inv_freq (persistent=False), registered after
+	 * norm, and `self.original_inv_freq = self.inv_freq` beside it
+	 * (modeling_llama.py at 5dd4a635): the same tensor, until
+	 * module.bfloat16() (DeepSpeed's bf16, ag_options.mdt) swaps the
+	 * buffer for a bf16 copy and the attribute keeps the fp32 one */
+	if (b->o->mdt != AG_F32) {
+		T orig = mk(b, "original_inv_freq (fp32)", AG_F32, 1, SH(m->head_dim / 2), AG_ROLE_BUFFER, ZS_CAT_PARAM32,
+		            -1);
+		op(b, AG_OP_ROPE_INV_FREQ, NO, NO, NO, orig, NO, NO)->arg[0] = m->rope_theta;
+	}
 	M->inv_freq = mk(b, "inv_freq buffer", b->o->mdt, 1, SH(m->head_dim / 2), AG_ROLE_BUFFER, ZS_CAT_PARAM32, -1);
 	op(b, AG_OP_ROPE_INV_FREQ, NO, NO, NO, M->inv_freq, NO, NO)->arg[0] = m->rope_theta;
 	if (gemma3(m)) { /* Gemma3RotaryEmbedding's second buffer, the sliding layers' */
@@ -5209,7 +5219,9 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 	if ((s->kk != s->ka || RG(b, vt) != s->ka) && !qv_only)
 		unsupported(b, "a layer whose input requires no grad with only some of q_proj, k_proj and v_proj "
 		            "frozen");
-	int ka = s->ka;
+	/* a refused list is built on to its end (the refusal is made there):
+	 * as if q required grad, so that v's gradient finds the weights kept */
+	int ka = s->ka || b->unsupported;
 	T qe = rope(b, qt, cos4, sin4, &s->rq);
 	if (phi3)
 		qe = phi3_cat_pass(b, qe);
@@ -6341,6 +6353,11 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (o->mdt != AG_F32 && fam > 1)
 		return refuse(cause, "--model %s: DeepSpeed's bf16 (--precision mixed) over the PyTorch step of a %s is not "
 		              "described yet (gpt2 and llama are)", m->name, m->model_type);
+	/* here, not in util/config.c: --recompute full reaches the step's
+	 * options after the config's checks (zs_torch_recompute_set) */
+	if (o->mdt != AG_F32 && o->recompute)
+		return refuse(cause, "--recompute full with DeepSpeed's bf16 (--precision mixed) over the PyTorch step: not "
+		              "described yet (give --recompute none)");
 	/* mixtral's block (moe_fwd): as checked against 1.13's allocator
 	 * (tests/moe_hf_torch.sh), its routing the step's own; the rest by name */
 	if (m->experts > 0 && moe_refuse(m, o, cause) < 0)
