@@ -1,6 +1,6 @@
 """torch_cache.py SCRIPT ARGS...: runs a PyTorch reference (tests/*_torch.py)
 as PYTHON SCRIPT ARGS... would, keeping what it wrote in the folder
-$ZS_TORCH_CACHE, so that a second make check in the same CI run (.ci/run's
+$ZS_TORCH_CACHE, so that a second make check-torch (another build's: a
 sanitizer build, zerosim's side under ASan) compares against the same real
 PyTorch figures without training the models again. tests/torch_cache.sh
 (the python tests/torch_python.sh hands the tests when ZS_TORCH_CACHE is

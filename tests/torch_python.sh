@@ -8,11 +8,13 @@
 # test sources this; a torch there that fails to import fails the test's
 # reference instead of skipping it.
 #
-# ZS_SKIP_TORCH=1 skips them (77) with a message: they run PyTorch for
-# minutes, so CI runs them once per run (its first build and its
-# sanitizer build), not in every build flavour (.ci/run).
-if [ "${ZS_SKIP_TORCH:-0}" = 1 ]; then
-	echo "SKIP: $name: ZS_SKIP_TORCH=1 (the PyTorch agreement tests run once per CI run, not in every build flavour)"
+# They run PyTorch for minutes (about 18 of CPU, 9 on 2 cores), so make check
+# skips them (77, with a message) and make check-torch runs them
+# (ZS_CHECK_TORCH=1, tests/local.mk's TORCH_TESTS; check-torch26 and
+# check-torch-ref too): make check stays a few minutes, and CI runs them
+# once per run, not in every build flavour (.ci/run).
+if [ "${ZS_CHECK_TORCH:-0}" != 1 ]; then
+	echo "SKIP: $name: a PyTorch agreement test: make check-torch runs it (or ZS_CHECK_TORCH=1)"
 	exit 77
 fi
 py=""
@@ -31,11 +33,11 @@ if [ -z "$py" ]; then
 	echo "SKIP: $name: no python3 here imports torch (Debian: apt-get install python3-torch)"
 	exit 77
 fi
-# ZS_TORCH_CACHE=DIR (.ci/run: its first make check and its sanitizer
-# build's share one): the reference scripts run through
+# ZS_TORCH_CACHE=DIR: the reference scripts run through
 # tests/torch_cache.sh, which keeps each one's results in DIR, keyed by the
-# script, its arguments' bytes and the torch; a second make check in the
-# same run reads them instead of training again (a miss runs PyTorch).
+# script, its arguments' bytes and the torch; a second make check-torch
+# (another build's, say under ASan) reads them instead of training again
+# (a miss runs PyTorch).
 if [ -n "${ZS_TORCH_CACHE:-}" ] && [ -d "$ZS_TORCH_CACHE" ] && [ -x "$src/tests/torch_cache.sh" ]; then
 	ZS_TORCH_PY=$(command -v "$py")
 	export ZS_TORCH_PY
