@@ -305,11 +305,16 @@ static int read_terms(const cJSON *peak, const char *where, struct report_tfm_mo
 
 /* What a transformer's files may leave out of the shared readers'
  * (report_data.h): the comm bytes; DeepSpeed's zero3 gives them as a mean
- * over the steps, as the MLP's does. */
+ * over the steps, as the MLP's does, and so does the PyTorch step under
+ * DDP and ZeroRedundancyOptimizer (--framework torch), whose first steps
+ * send other bytes than the steady one (step 2 rebuilds the buckets and
+ * broadcasts their sizes: docs/schedule.md, "DDP's first and second
+ * steps"). */
 static unsigned comm_flags(const struct report_tfm_model *m, const struct report_tfm_row *r)
 {
-	return REPORT_READ_COMM_OPTIONAL |
-	       (strcmp(m->framework, "deepspeed") == 0 && r->run.scheme == ZS_ZERO3 ? REPORT_READ_COMM_SHARE : 0);
+	int mean = (strcmp(m->framework, "deepspeed") == 0 && r->run.scheme == ZS_ZERO3) ||
+	           strcmp(m->framework, "torch") == 0;
+	return REPORT_READ_COMM_OPTIONAL | (mean ? REPORT_READ_COMM_SHARE : 0);
 }
 
 /* A theory row, its key set by the join (report_join_rows). */
