@@ -587,7 +587,7 @@ done
 # These DDP and FSDP sweeps hold the executor to the sum of the same list
 # (util/ag_ddp.c's, ag_fsdp.c's): they do not check DDP's or FSDP's model
 # itself, which tests/hf_torch.sh's ddp2-*, zero1* and fsdp* cases hold to
-# real PyTorch (DDP: 1.13 in make check, 2.6 in make check-torch26;
+# real PyTorch (DDP: 1.13 in make check-torch, 2.6 in make check-torch26;
 # ddp2-gpt2-buckets's gradients span several buckets, their sizes equal
 # to the reducer's own; FSDP: 1.13 at N = 2 and 3).
 echo "theory_vs_measure: all $configs sweeps agree exactly"
