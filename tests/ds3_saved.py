@@ -13,8 +13,24 @@ holds no storage of its own); a view such as F.linear's weight.t() does not
 (docs/schedule.md, "ZeRO-3 over the PyTorch step", N > 1).
 
 Usage: python3 ds3_saved.py MODEL.json  (seq 32, batch 2, fp32, eager)
+
+With --release-order N (a documented command, not run by make check):
+when a held copy goes. Every parameter is gathered as DeepSpeed's
+_allgather_params_coalesced makes it at N ranks (partition_parameters.py
+1817-1822, 1886: a flat of ceil(n/N)*N elements, the data its narrow), the
+forward run, every parameter released, gathered again (the pre-backward
+fetch), and backward run inside torch.profiler (profile_memory=True, from
+before the first gather). For the head's weight (its flat's size,
+ceil(V*d/N)*N*4 bytes, is the only one of that size where N does not
+divide V*d), it prints the allocator's events before that flat's free
+in backward, and fails unless the free comes at the end of the head's
+MmBackward0: after mat2's gradient (+V*d*4) and self's (+B*T*d*4) are
+made, the incoming gradient (-B*T*V*4) and the saved input (-B*T*d*4)
+freed, nothing made between (docs/schedule.md, "ZeRO-3 over the PyTorch
+step", N > 1, read again).
 """
 import argparse
+import math
 import sys
 
 import torch
@@ -25,6 +41,7 @@ import hf_torch
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("model")
+    ap.add_argument("--release-order", type=int, default=0, metavar="N")
     m = ap.parse_args()
     a = argparse.Namespace(model=m.model, dropout="0", tied=None, recompute="none", mask="where")
     _, family, cfg, tied = hf_torch.build(a)
@@ -36,6 +53,8 @@ def main():
     else:
         sys.exit(f"ds3_saved: model_type {family!r} is not gpt2 or {', '.join(hf_torch.FAMILY_ATTENTION)}")
     model.train()
+    if m.release_order:
+        sys.exit(release_order(model, cfg, m.release_order))
     # each parameter's data a copy of its own (the gather's output), by
     # storage: the tied table once (module.parameters() dedups it)
     gathered = {}
@@ -67,6 +86,45 @@ def main():
     for name, node, shape, stride in sorted(held):
         print(name, node, "x".join(map(str, shape)), ",".join(map(str, stride)))
     del logits
+
+
+def release_order(model, cfg, world):
+    from torch.profiler import ProfilerActivity, profile
+    shapes = {id(p): p.shape for p in model.parameters()}
+
+    def gather(p):
+        n = int(torch.Size(shapes[id(p)]).numel())
+        flat = torch.empty(math.ceil(n / world) * world)  # _allgather_params_coalesced's flat
+        p.data = flat.narrow(0, 0, n).view(shapes[id(p)])
+
+    ids = torch.randint(0, cfg["vocab_size"], (2, 32))
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        for p in model.parameters():
+            gather(p)
+        loss, logits = model(ids, ids)
+        del logits
+        for p in model.parameters():
+            p.data = torch.empty(0, dtype=p.dtype)  # free_param
+        for p in model.parameters():
+            gather(p)  # the pre-backward fetch
+        with torch.autograd.profiler.record_function("ds3_saved:backward"):
+            loss.backward()
+    events = list(prof.profiler.kineto_results.events())
+    b0 = min(e.start_us() for e in events if e.name() == "ds3_saved:backward")
+    mem = [e.nbytes() for e in events if e.name() == "[memory]" and e.start_us() >= b0]
+    V = cfg["vocab_size"]
+    d = cfg.get("n_embd", cfg.get("hidden_size"))
+    BT = 2 * 32
+    flat = math.ceil(V * d / world) * world * 4
+    if flat == V * d * 4:
+        return f"ds3_saved: N = {world} divides V*d: the head's flat is not told apart by its size"
+    at = [i for i, x in enumerate(mem) if x == -flat]
+    if len(at) != 1:
+        return f"ds3_saved: {len(at)} frees of {flat} B in backward, not 1"
+    got = mem[max(0, at[0] - 4):at[0] + 1]
+    want = [V * d * 4, BT * d * 4, -BT * V * 4, -BT * d * 4, -flat]
+    print("the head's forward copy (" + str(flat) + " B) freed in backward after:", " ".join(f"{x:+d}" for x in got))
+    return 0 if got == want else f"ds3_saved: want {' '.join(f'{x:+d}' for x in want)}"
 
 
 if __name__ == "__main__":
