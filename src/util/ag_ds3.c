@@ -168,8 +168,8 @@ int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 {
 	if (world != 1)
 		return zs_fail(cause, "--wrapper deepspeed --schemes zero3: built at N = 1 so far (N = %u: DeepSpeed's first "
-		               "step gathers module by module, unlike the steady one, which the step's list cannot hold "
-		               "yet)", world);
+		               "step gathers and releases leaf module by leaf module, which the step's list does not mark "
+		               "yet; docs/schedule.md, \"N > 1, read again for the build\")", world);
 	/* the client Adam's parameters, in its order: each one's ds_id
 	 * too (Init converts module.parameters(), the order the client
 	 * Adam was given) and its place in lp_param_buffer (N = 1) */

@@ -8,8 +8,10 @@
  * file and line), fp32, DeepSpeed's defaults, no offload, K = 1.
  * Built at N = 1, where a module's fetch and release allocate nothing
  * (N > 1 is refused: its first step, the coordinator's trace being
- * recorded, gathers and releases module by module where the steady step
- * does not, and a list holds one steady step; docs/schedule.md):
+ * recorded, gathers and releases leaf module by leaf module where the
+ * steady step does not, and the step's builder marks no leaf module's
+ * window nor which gathered copy a saved weight.t() reads;
+ * docs/schedule.md, "N > 1, read again for the build"):
  *
  *   set-up   each parameter broadcast, partitioned (its ds_tensor) and
  *            its data freed (Init(module=...)); the partitions moved into
