@@ -3709,7 +3709,9 @@ static int moe_refuse(const struct zs_model *m, const struct ag_options *o, char
 	                 : o->optim_impl == ZS_OPTIM_FUSED    ? "--optimizer-impl fused (give single or foreach)"
 	                 : (o->freeze && *o->freeze) || o->lora_r || o->quant_nf4 ? "--freeze, --lora-r or --quant-base"
 	                 : o->recompute                       ? "--recompute full (give none)"
-	                 : o->grad_accum > 1 || o->zero1_world ? "--grad-accum or ZeroRedundancyOptimizer"
+	                 : o->grad_accum > 1 ? "--grad-accum (each micro-step routes its own tokens, and a routing holds one "
+	                                       "list of counts a step: give 1)"
+	                 : o->zero1_world ? "ZeroRedundancyOptimizer (give --schemes dp)"
 	                 : m->attn_pdrop > 0                  ? "attention_dropout (give a config with 0)"
 	                                                      : NULL;
 	if (no)
