@@ -25,6 +25,11 @@
 #    shared expert's four mm's checked in the record's allocations too);
 #  - the mixtral at B 2 T 16 under foreach Adam (1.13's
 #    _multi_tensor_adam) the same;
+#  - the mixtral at B 2 T 16 under bf16 autocast (hf_torch.py --amp bf16;
+#    --precision amp-bf16) the same, bytes, peak, marks and every event;
+#    the theory with block 0's least used expert idled departs from it,
+#    and measure of it equals its theory; qwen3_moe's and 2.6's autocast
+#    refused by name;
 #  - under zero_grad(set_to_none=True) (--zero-grad none: no grad between
 #    steps, the backward's taken as .grad) the mixtral at B 2 T 16 and at
 #    B 1 T 8 (an expert idle in the steady step keeps no grad: Adam skips
@@ -101,9 +106,11 @@ fi
 zg=zeros
 torch_opts="--framework torch --wrapper none --torch-version $TV --torch-device cpu --zero-grad zeros
 	--optimizer-impl single --precision fp32 --world 1 --schemes dp --steps $S --attn eager"
-# the options of zero_grad $zg and Adam $impl
+# the options of zero_grad $zg, Adam $impl and precision $prec (fp32, or
+# amp-bf16: hf_torch.py --amp bf16, 1.13's CPU autocast)
+prec=fp32
 opts() {
-	echo "$torch_opts" | sed "s/--optimizer-impl single/--optimizer-impl $impl/;s/--zero-grad zeros/--zero-grad $zg/"
+	echo "$torch_opts" | sed "s/--optimizer-impl single/--optimizer-impl $impl/;s/--zero-grad zeros/--zero-grad $zg/;s/--precision fp32/--precision $prec/"
 }
 
 # the tiny qwen2_moe of tests/qwen_moe.sh (its shared expert 80 wide, top 2
@@ -142,20 +149,21 @@ hf_get() {
 	cp "$tmp/mh/ref-$1.json" "$tmp/" && for f in "$tmp/mh/trace-$1"*; do [ ! -e "$f" ] || cp "$f" "$tmp/" || exit 99; done
 }
 # the tag of a plain-loop reference at B $1 T $2 (Adam $impl, zero_grad $zg)
-rtag() { echo "$1-$2${impl#single}${zg#zeros}${3:+-$(basename "$3" .json)}"; }
+rtag() { echo "$1-$2${impl#single}${zg#zeros}${prec#fp32}${3:+-$(basename "$3" .json)}"; }
 ref_add() {
 	# shellcheck disable=SC2046
 	hf_add "$(rtag "$@")" --model "${3:-$tmp/config.json}" --seq "$2" --batch "$1" --steps $S --zero-grad "$zg" \
-		--optimizer-impl "$impl"
+		--optimizer-impl "$impl" $([ "$prec" = fp32 ] || echo --amp bf16)
 }
 ref() {
 	tag=$(rtag "$@") cfg=${3:-$tmp/config.json}
 	hf_get "$tag"
-	python3 - "$tmp/ref-$tag.json" "$cfg" "$tmp/trace-$tag" "$tmp/routing-$tag.json" "$1" "$2" $S <<'PY' ||
+	python3 - "$tmp/ref-$tag.json" "$cfg" "$tmp/trace-$tag" "$tmp/routing-$tag.json" "$1" "$2" $S $prec <<'PY' ||
 import json, sys
 ref, cfg = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 trace, out = sys.argv[3], sys.argv[4]
 B, T, S = (int(x) for x in sys.argv[5:8])
+mm = 2 if sys.argv[8] == "amp-bf16" else 4  # autocast: the linears' mm's are bf16
 qwen = cfg["model_type"] != "mixtral"
 E, K, L = cfg["num_experts" if qwen else "num_local_experts"], cfg["num_experts_per_tok"], cfg["num_hidden_layers"]
 d, F = cfg["hidden_size"], cfg["moe_intermediate_size" if qwen else "intermediate_size"]
@@ -182,7 +190,7 @@ for line in open(trace):
 for l in range(L):
     mod = "layers.%d.%s" % (l, blkname)
     hit = sum(1 for n in rt["traced"][l] if n)
-    want = [("mm.default", mod + ".gate", B * T * E * 4),
+    want = [("mm.default", mod + ".gate", B * T * E * mm),
             ("nonzero.default", mod, hit * 8)]  # expert_hit: [hit, 1] int64
     for e, n in enumerate(rt["traced"][l]):
         if n == 0:
@@ -190,9 +198,9 @@ for l in range(L):
         want += [("index.Tensor", mod, K * B * T * 8),  # expert_mask[expert_idx]: [1, k, BT] int64
                  ("nonzero.default", mod, n * 2 * 8),
                  ("index.Tensor", mod, n * d * 4),
-                 ("mm.default", "%s.experts.%d.%s" % (mod, e, w1), n * F * 4),
-                 ("mm.default", "%s.experts.%d.%s" % (mod, e, w3), n * F * 4),
-                 ("mm.default", "%s.experts.%d.%s" % (mod, e, w2), n * d * 4),
+                 ("mm.default", "%s.experts.%d.%s" % (mod, e, w1), n * F * mm),
+                 ("mm.default", "%s.experts.%d.%s" % (mod, e, w3), n * F * mm),
+                 ("mm.default", "%s.experts.%d.%s" % (mod, e, w2), n * d * mm),
                  ("index.Tensor", mod, n * 4)]  # routing_weights[top_x, idx, None]
     if Sh:  # qwen2_moe's shared expert on every token, then its gate (BT, 1)
         want += [("mm.default", mod + ".shared_expert.gate_proj", B * T * Sh * 4),
@@ -221,7 +229,7 @@ agree() {
 		fail "B $1 T $2: theory: $(cat "$tmp/err")"
 		return
 	fi
-	label="$(sed -n 's/.*"model_type": "\([a-z0-9_]*\)".*/\1/p' "$cfg") B $1 T $2 ($impl Adam$(grep -q '"output_router_logits": true' "$cfg" && echo ', aux loss')$([ $zg = none ] && echo ', set_to_none'), PyTorch $TV)"
+	label="$(sed -n 's/.*"model_type": "\([a-z0-9_]*\)".*/\1/p' "$cfg") B $1 T $2 ($impl Adam$(grep -q '"output_router_logits": true' "$cfg" && echo ', aux loss')$([ $zg = none ] && echo ', set_to_none')$([ $prec = fp32 ] || echo ', bf16 autocast'), PyTorch $TV)"
 	"$py" "$src/tests/ft_cmp.py" "$tmp/ref-$tag.json" "$tmp/t-$tag.json" - "$label" || status=1
 	# and event for event: the steady step's allocations and frees
 	# (tests/ag_events) against 1.13's clean step (hf_torch.py --trace's .clean)
@@ -229,7 +237,7 @@ agree() {
 print(" ".join(str(n) for b in json.load(open(sys.argv[1]))["routing"]["steps"][-1] for n in b))' "$tmp/ref-$tag.json")
 	# shellcheck disable=SC2086
 	"${ZS_BUILDDIR:-.}/tests/ag_events" "$cfg" "$1" "$2" torch-version=$TV torch-device=cpu zero-grad=$zg \
-		optimizer-impl="$impl" precision=fp32 attn=eager -- $counts >"$tmp/ev-$tag" || { fail "B $1 T $2: tests/ag_events"; return; }
+		optimizer-impl="$impl" precision=$prec attn=eager -- $counts >"$tmp/ev-$tag" || { fail "B $1 T $2: tests/ag_events"; return; }
 	python3 - "$tmp/ev-$tag" "$tmp/trace-$tag.clean" "$label" <<'PY' || status=1
 import sys
 z, t = (open(f).read().split() for f in sys.argv[1:3])
@@ -289,6 +297,9 @@ else
 	impl=foreach
 	ref_add 2 16
 	impl=single
+	prec=amp-bf16
+	ref_add 2 16
+	prec=fp32
 	zg=none
 	ref_add 2 16
 	ref_add 1 8
@@ -308,6 +319,23 @@ else
 fi
 ft_run mh hf_torch.py
 
+# measure_agree LABEL TAG WHAT OPTS: measure of the tiny mixtral at B 2 T
+# 16 under OPTS (its own routing) against the theory given that routing:
+# every row and mark (tests/json_agree)
+# shellcheck disable=SC2086
+measure_agree() {
+	if ! OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q --model "$tmp/config.json" --seq 16 --batch 2 $4 \
+		--out "$tmp/m-$2.json" 2>"$tmp/err"; then
+		fail "$1: measure: $(cat "$tmp/err")"
+	elif ! "$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $4 --routing "$tmp/m-$2.json" \
+		--out "$tmp/tm-$2.json" 2>"$tmp/err"; then
+		fail "$1: theory --routing (measure's): $(cat "$tmp/err")"
+	elif ! "$top/tests/json_agree" "$tmp/m-$2.json" "$tmp/tm-$2.json" >"$tmp/out" 2>&1; then
+		fail "$1: theory --routing (measure's) against measure: $(cat "$tmp/out")"
+	else
+		echo "ok: $1: $3 equals its theory: $(head -1 "$tmp/out")"
+	fi
+}
 # idle B T: the rows at B T whose steady step leaves an expert without a
 # token (its grad stays zeros, or under set_to_none None: Adam skips it)
 idle() {
@@ -346,6 +374,43 @@ else
 	ref 2 16
 	agree 2 16
 	impl=single
+	# bf16 autocast (hf_torch.py --amp bf16: torch.autocast("cpu",
+	# dtype=torch.bfloat16) around the forward, 1.13's CPU policy): the
+	# gate's and the experts' mm's bf16 (W cached, x copied at each use),
+	# softmax's dtype=torch.float copy of the bf16 logits, the fp32
+	# routing weight times w2's bf16 output promoted (a fp32 copy) into
+	# the fp32 final_hidden_states; then, so that the row can fail, the
+	# theory under the same routing but block 0's least used expert idle
+	# in the steady step (its tokens given to the others: its weights
+	# then never cast, the linear sums alike) departs from the allocator,
+	# and measure (its own routing) equals its theory
+	prec=amp-bf16
+	ref 2 16
+	agree 2 16
+	tag=$(rtag 2 16)
+	python3 - "$tmp/routing-$tag.json" "$tmp/moved-$tag.json" <<'PY' || exit 99
+import json, sys
+f = json.load(open(sys.argv[1]))
+c = f["runs"][0]["routing"]["tokens_per_expert"][0][-1][0]  # rank 0, the steady step, block 0
+lo = c.index(min(c))  # the least used expert's tokens to the others (at most B·T each): it idles
+for e in range(len(c)):
+    give = 0 if e == lo else min(c[lo], 32 - c[e])
+    c[e], c[lo] = c[e] + give, c[lo] - give
+if c[lo]:
+    sys.exit("moe_hf_torch: no room to idle an expert in %s" % c)
+json.dump(f, open(sys.argv[2], "w"))
+PY
+	# shellcheck disable=SC2046
+	if ! "$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $(opts) --routing "$tmp/moved-$tag.json" \
+		--out "$tmp/tmoved.json" 2>"$tmp/err"; then
+		fail "bf16 autocast, an expert idled: theory: $(cat "$tmp/err")"
+	elif "$py" "$src/tests/ft_cmp.py" "$tmp/ref-$tag.json" "$tmp/tmoved.json" - "block 0 idled (must differ)" >"$tmp/out" 2>&1; then
+		fail "bf16 autocast: the theory with block 0's least used expert idled still equals 1.13's allocator"
+	else
+		echo "ok: bf16 autocast: block 0's least used expert idled departs: $(grep -c . "$tmp/out") lines, $(head -1 "$tmp/out")"
+	fi
+	measure_agree "bf16 autocast" amp "measure of the mixtral (B 2 T 16)" "$(opts)"
+	prec=fp32
 	# zero_grad(set_to_none=True): the grads made by the backward
 	# (AccumulateGrad takes the gradient itself), none between steps; at B 1
 	# T 8 an expert idle in the steady step keeps no grad and Adam skips it
@@ -474,6 +539,17 @@ PY
 refuse "ddp 2,3: ranks routing apart" "rank [0-9] at N = [23] routes otherwise than rank 0 at N = 2" \
 	"$zerosim" theory --model "$tmp/wide.json" --seq 16 --batch 2 $(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp/;s/--world 1/--world 2,3/') \
 	--routing "$tmp/ddp23.json"
+# bf16 autocast is described for the mixtral on 1.13's plain loop alone:
+# qwen3_moe's (its own routing) and 2.6's refused by name
+prec=amp-bf16
+# shellcheck disable=SC2046
+refuse "qwen3_moe under autocast" "the PyTorch step of a mixture (qwen3_moe) with autocast (compared for mixtral only yet" \
+	"$zerosim" theory --model "$tmp/qwen3_moe.json" --seq 16 --batch 2 $(opts) --routing "$tmp/routing-2-16-qwen3_moe.json"
+# shellcheck disable=SC2046
+refuse "2.6's autocast" "the PyTorch step of a mixture (mixtral) with autocast under 2.6 (not compared yet" \
+	"$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $(opts | sed 's/--torch-version 1.13/--torch-version 2.6/') \
+	--routing "$tmp/routing-2-16amp-bf16.json"
+prec=fp32
 ref 1 2
 # shellcheck disable=SC2086
 refuse "first-step starved expert" "block 0's expert [0-9] gets no token in the run's first step" \
@@ -611,18 +687,7 @@ unused 1 9
 # measure under --ddp-find-unused on of a mixture whose every expert gets
 # a token on every rank (the tiny mixtral at B 2 T 16, N = 2): each rank's
 # row and marks equal the theory given its routing (main refused it)
-uopts=$(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp --ddp-find-unused on/;s/--world 1/--world 2/')
-# shellcheck disable=SC2086
-if ! OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q --model "$tmp/config.json" --seq 16 --batch 2 $uopts \
-	--out "$tmp/m-unused.json" 2>"$tmp/err"; then
-	fail "find-unused measure: $(cat "$tmp/err")"
-elif ! "$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $uopts --routing "$tmp/m-unused.json" \
-	--out "$tmp/tm-unused.json" 2>"$tmp/err"; then
-	fail "find-unused theory --routing (measure's): $(cat "$tmp/err")"
-elif ! "$top/tests/json_agree" "$tmp/m-unused.json" "$tmp/tm-unused.json" >"$tmp/out" 2>&1; then
-	fail "find-unused: theory --routing (measure's) against measure: $(cat "$tmp/out")"
-else
-	echo "ok: find-unused measure of the mixtral at N = 2 (B 2 T 16) equals its theory: $(head -1 "$tmp/out")"
-fi
-[ $status -eq 0 ] && echo "$name: the tiny mixtral's (B 2 T 16, single and foreach Adam; B 1 T 8, an expert idle), qwen2_moe's and qwen3_moe's (B 2 T 16) PyTorch step, and the 512-wide mixtral's ranks under DDP N = 2 and 3, equal 1.13's allocator to the byte, with the auxiliary loss too (the three at B 2 T 16, the 512-wide one under DDP N = 2), and the tiny mixtral's ranks under DDP N = 2 with find_unused_parameters (B 1 T 9: experts idle on one rank and on both); the refusals hold"
+measure_agree find-unused unused "measure of the mixtral at N = 2 (B 2 T 16)" \
+	"$(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp --ddp-find-unused on/;s/--world 1/--world 2/')"
+[ $status -eq 0 ] && echo "$name: the tiny mixtral's (B 2 T 16, single and foreach Adam, and under bf16 autocast; B 1 T 8, an expert idle), qwen2_moe's and qwen3_moe's (B 2 T 16) PyTorch step, and the 512-wide mixtral's ranks under DDP N = 2 and 3, equal 1.13's allocator to the byte, with the auxiliary loss too (the three at B 2 T 16, the 512-wide one under DDP N = 2), and the tiny mixtral's ranks under DDP N = 2 with find_unused_parameters (B 1 T 9: experts idle on one rank and on both); the refusals hold"
 exit $status

@@ -3576,13 +3576,16 @@ struct moe_expert_saved {
 	                        * hidden_states[None, top_x]'s (top_x): one holder each */
 	struct lin_saved w1, w3, w2;
 	T w1o, silu, w3o;      /* SiluBackward's input; MulBackward's pair */
-	T w2o, rw;             /* w2's output and routing_weights[top_x, idx, None] [n, 1]: MulBackward's pair */
+	T w2o, rw;             /* w2's output and routing_weights[top_x, idx, None] [n, 1]: MulBackward's pair
+	                        * (under autocast w2o bf16, rw fp32: moe_fwd) */
 	T prod;                /* their product, index_add_'s source (IndexAddBackward keeps it) */
 };
 
 struct moe_saved {
 	struct lin_saved gate;
 	T probs;               /* the router's softmax (SoftmaxBackward keeps it) */
+	int lcast;             /* autocast: the logits were bf16, softmax's dtype=torch.float copied them
+	                        * (a ToCopyBackward between SoftmaxBackward and the gate's mm) */
 	T topi;                /* topk's indices [BT, k] (TopkBackward keeps them) */
 	T ssum, vclone;        /* DivBackward0 of the in-place routing_weights /= sum: the sum [BT, 1] and
 	                        * a clone of the original self (autograd's for an in-place op it needs) */
@@ -3689,17 +3692,26 @@ static T moe_squeezed(struct bld *b, T z, unsigned nd, const uint64_t *shape)
  * else 0. Described: 1.13 and 2.6 (eager attention; 2.6's departures in
  * moe_bwd), zero_grad zeros and set_to_none (an expert idle in a step
  * then keeps no grad and Adam skips it: adam_single's and adam_foreach's
- * q->g NO), each checked against the allocator (tests/moe_hf_torch.sh,
- * its torch26 mode for 2.6). */
+ * q->g NO), and the mixtral's under 1.13's bf16 autocast (moe_fwd's and
+ * moe_bwd's casts), each checked against the allocator
+ * (tests/moe_hf_torch.sh, its torch26 mode for 2.6). */
 static int moe_refuse(const struct zs_model *m, const struct ag_options *o, char **cause)
 {
 	const char *no = o->moe_counts == NULL                ? "no routing (give --routing)"
 	                 : o->attn == ZS_ATTN_SDPA            ? "--attn sdpa (2.6's default; give --attn eager)"
-	                 : o->amp != AG_F32                   ? "autocast (give --precision fp32)"
+	                 : o->amp != AG_F32 && o->version != ZS_TORCH_1_13 ? "autocast under 2.6 (not compared yet; give "
+	                                                                     "--torch-version 1.13 or --precision fp32)"
+	                 : o->amp != AG_F32 && strcmp(m->model_type, "mixtral") != 0 ? "autocast (compared for mixtral only yet; "
+	                                                                 "give --precision fp32)"
+	                 : o->amp != AG_F32 && m->router_logits ? "autocast and output_router_logits true (the aux "
+	                                                          "loss's casts not described yet; give "
+	                                                          "--precision fp32)"
 	                 : o->optim_impl == ZS_OPTIM_FUSED    ? "--optimizer-impl fused (give single or foreach)"
 	                 : (o->freeze && *o->freeze) || o->lora_r || o->quant_nf4 ? "--freeze, --lora-r or --quant-base"
 	                 : o->recompute                       ? "--recompute full (give none)"
-	                 : o->grad_accum > 1 || o->zero1_world ? "--grad-accum or ZeroRedundancyOptimizer"
+	                 : o->grad_accum > 1 ? "--grad-accum (each micro-step routes its own tokens, and a routing holds one "
+	                                       "list of counts a step: give 1)"
+	                 : o->zero1_world ? "ZeroRedundancyOptimizer (give --schemes dp)"
 	                 : m->attn_pdrop > 0                  ? "attention_dropout (give a config with 0)"
 	                                                      : NULL;
 	if (no)
@@ -3824,10 +3836,18 @@ static T moe_fwd(struct bld *b, struct model *M, T x, int i, struct moe_saved *s
 	s->logits = linear(b, xv, PF(M, b, "model.layers.%d.%s.gate.weight", i, moe_blk(m)), &s->gate);
 	int32_t blk = modname(b, "model.layers.%d.%s", i, moe_blk(m));
 	b->module = blk;
-	/* softmax in float32 (the logits are: no copy), topk, the weights'
+	/* softmax in float32 (`F.softmax(router_logits, dim=1,
+	 * dtype=torch.float)`, modeling_mixtral.py at 00d4b3d2 line 120: fp32
+	 * logits are not copied; under autocast the gate's mm gave bf16 ones,
+	 * which softmax's dtype copies to fp32 first, the copy gone once
+	 * _softmax ran: SoftmaxBackward keeps its result), topk, the weights'
 	 * sum, and routing_weights /= it in place (DivBackward0 keeps a clone
 	 * of the original and the sum) */
-	s->probs = moe_op(b, AG_OP_SOFTMAX, "_softmax (router)", s->logits, s->logits, NO);
+	s->lcast = b->s->tensor[s->logits].dtype != AG_F32;
+	T lf = s->lcast ? to_dtype(b, s->logits, AG_F32, "_to_copy (softmax's dtype=torch.float)") : s->logits;
+	s->probs = moe_op(b, AG_OP_SOFTMAX, "_softmax (router)", lf, lf, NO);
+	if (s->lcast)
+		unref(b, lf);
 	T rw = TMP("topk (routing_weights)", AG_F32, BT, K);
 	s->topi = TMP("topk (selected_experts)", AG_I64, BT, K);
 	op(b, AG_OP_TOPK, s->probs, NO, NO, rw, s->topi, NO)->arg[0] = (double)K;
@@ -3860,6 +3880,11 @@ static T moe_fwd(struct bld *b, struct model *M, T x, int i, struct moe_saved *s
 	T hitn = TMP("nonzero (expert_hit)", AG_I64, hit, 1);
 	op(b, AG_OP_NONZERO, hitb, NO, NO, hitn, NO, NO);
 	unref(b, hitb);
+	/* the loop's `current_state` [n, d]: its name holds it until the next
+	 * expert's is bound, the last one's until the block returns (the
+	 * experts' mm's keep it in fp32; under autocast they keep bf16 copies,
+	 * so the name's is its last holder) */
+	T cur_name = NO;
 	for (uint64_t e = 0, j = 0; e < E; e++) {
 		struct moe_expert_saved *c = &s->ex[e];
 		uint64_t n = cnt[e];
@@ -3882,12 +3907,14 @@ static T moe_fwd(struct bld *b, struct model *M, T x, int i, struct moe_saved *s
 		op(b, AG_OP_INDEX, xv, c->top_x, NO, cur, NO, NO);
 		T cur2 = reshape(b, cur, 2, SH(n, d));
 		unref(b, cur);
+		if (cur_name != NO)
+			unref(b, cur_name);
+		cur_name = cur2;
 		b->module = moe_mod(b, i, e, MOE_GATE);
 		c->w1o = linear(b, cur2, moe_w(b, M, i, e, MOE_GATE), &c->w1);
 		c->silu = moe_op(b, AG_OP_SILU, "silu", c->w1o, c->w1o, NO);
 		b->module = moe_mod(b, i, e, MOE_UP);
 		c->w3o = linear(b, cur2, moe_w(b, M, i, e, MOE_UP), &c->w3);
-		unref(b, cur2);
 		T mu = moe_op(b, AG_OP_MUL, "mul (silu(w1 x) * w3 x)", c->silu, c->silu, c->w3o);
 		b->module = moe_mod(b, i, e, MOE_DOWN);
 		c->w2o = linear(b, mu, moe_w(b, M, i, e, MOE_DOWN), &c->w2);
@@ -3895,7 +3922,16 @@ static T moe_fwd(struct bld *b, struct model *M, T x, int i, struct moe_saved *s
 		b->module = blk;
 		c->rw = TMP("index (routing_weights[top_x, idx, None])", AG_F32, n, 1);
 		op(b, AG_OP_INDEX, rw, c->top_x, c->idx, c->rw, NO, NO);
-		c->prod = moe_op(b, AG_OP_MUL, "mul (expert output * routing weight)", c->w2o, c->w2o, c->rw);
+		/* autocast: w2's output is bf16, the weight fp32: TensorIterator
+		 * promotes, copying w2o to fp32 for the kernel (made before the
+		 * output, freed after it ran); the product is fp32, as
+		 * final_hidden_states (zeros of hidden_states.dtype, the norm's
+		 * fp32 output), so `.to(hidden_states.dtype)` copies nothing */
+		T w2p = b->s->tensor[c->w2o].dtype != AG_F32
+		                ? to_dtype(b, c->w2o, AG_F32, "_to_copy (mul's type promotion)") : c->w2o;
+		c->prod = moe_op(b, AG_OP_MUL, "mul (expert output * routing weight)", w2p, w2p, c->rw);
+		if (w2p != c->w2o)
+			unref(b, w2p);
 		op(b, AG_OP_INDEX_ADD_, fin, c->top_x, c->prod, fin, NO, NO);
 		ref(b, c->top_x); /* three nodes hold the indices: IndexAddBackward, the two IndexBackwards */
 		ref(b, c->top_x);
@@ -3906,6 +3942,8 @@ static T moe_fwd(struct bld *b, struct model *M, T x, int i, struct moe_saved *s
 	unref(b, rw);
 	unref(b, em);
 	unref(b, hitn);
+	if (cur_name != NO)
+		unref(b, cur_name);
 	unref(b, xv);
 	T out = reshape(b, fin, 3, SH(B, Tn, d));
 	unref(b, fin);
@@ -3948,8 +3986,19 @@ static void moe_bwd(struct bld *b, struct model *M, T g, int i, struct moe_saved
 		op(b, AG_OP_INDEX, g2, c->top_x, NO, isel, NO, NO);
 		unref(b, c->prod);
 		unref(b, c->top_x);
-		T dw2o = moe_op(b, AG_OP_MUL, "mul (backward)", c->w2o, isel, c->rw);
-		T drwf = moe_op(b, AG_OP_MUL, "mul (backward)", c->w2o, isel, c->w2o);
+		/* MulBackward0: other's g·w2o first, then self's g·rw (1.13's
+		 * order, seen under autocast: in fp32 the two are alike); under
+		 * autocast (w2o bf16, rw and g fp32) other's promotes w2o (a fp32
+		 * copy for the kernel) and validate_outputs casts self's fp32
+		 * product to bf16 (the fp32 one goes), then sums other's to [n, 1] */
+		int mixed = b->s->tensor[c->w2o].dtype != AG_F32;
+		T w2p = mixed ? to_dtype(b, c->w2o, AG_F32, "_to_copy (mul's type promotion)") : c->w2o;
+		T drwf = moe_op(b, AG_OP_MUL, "mul (backward)", isel, isel, w2p);
+		if (mixed)
+			unref(b, w2p);
+		T dw2o = moe_op(b, AG_OP_MUL, "mul (backward)", isel, isel, c->rw);
+		if (mixed)
+			dw2o = ac_grad_back_to(b, dw2o, b->s->tensor[c->w2o].dtype);
 		T drw = moe_sum_to(b, "sum (to the weight's shape)", drwf, n);
 		unref(b, isel);
 		/* release_variables: 1.13's MulBackward0 lets self_ go first, 2.6's
@@ -4028,6 +4077,8 @@ static void moe_bwd(struct bld *b, struct model *M, T g, int i, struct moe_saved
 		unref(b, s->probs);
 		if (M->aux != NULL) /* the logits' other gradient, the aux loss's, waits in the gate's buffer */
 			dl = moe_aux_arrive(b, M, i, dl);
+		if (s->lcast) /* autocast: softmax's dtype copy's ToCopyBackward, back to the logits' bf16 */
+			dl = ac_grad_back_to(b, dl, b->o->amp);
 		b->module = modname(b, "model.layers.%d.%s.gate", i, moe_blk(m));
 		linear_bwd(b, dl, 1, &s->gate, PF(M, b, "model.layers.%d.%s.gate.weight", i, moe_blk(m)), &xb);
 	}
@@ -5478,7 +5529,8 @@ static T llama_layer_bwd(struct bld *b, struct model *M, struct llama_layer_save
 	 * autocast: the MLP's a bf16 copy, validate_outputs) */
 	T g = xbuf;
 	T hbuf = s->rh2 ? g : NO;
-	if (b->o->amp != AG_F32 && s->rmo) {
+	int mcast = b->o->amp != AG_F32 && s->rmo && s->moe.ex == NULL; /* a mixture's output is fp32 (moe_fwd) */
+	if (mcast) {
 		g = to_dtype(b, g, b->o->amp, "_to_copy (validate_outputs)");
 		if (!s->rh2) /* the residual requires no grad (--freeze): the node's input goes */
 			unref(b, xbuf);
@@ -5490,7 +5542,7 @@ static T llama_layer_bwd(struct bld *b, struct model *M, struct llama_layer_save
 		/* phi3's resid_mlp_dropout: its MulBackward0 first (fp32) */
 		if (s->drop_mlp != NO)
 			g = dropout_bwd(b, g, !s->rh2, s->drop_mlp);
-		else if (s->rh2 && b->o->amp == AG_F32)
+		else if (s->rh2 && !mcast)
 			ref(b, g);
 		if (m->gemma) { /* post_feedforward_layernorm's backward first */
 			b->module = modname(b, "model.layers.%d.post_feedforward_layernorm", i);
@@ -5832,7 +5884,15 @@ static void llama_step(struct bld *b, struct model *M)
 	mark(b, "fwd:norm:end");
 	unref(b, hs); /* the caller rebinds `hidden_states` after the module's hooks */
 	T xn2, lg, lsm, tgt, tw;
+	/* the forward's `hidden_states` (the final norm's output) is one of
+	 * its locals (tests/hf_torch.py: model, head and loss one forward):
+	 * outside gemma's it goes after cache_position and the mask (seen
+	 * under autocast, where no fp32 view of it is kept: the tiny mixtral
+	 * of tests/moe_hf_torch.sh) */
+	ref(b, xn);
 	T loss = head_fwd(b, M, xn, head, &xn2, &lg, &lsm, &tgt, &tw);
+	if (m->gemma)
+		unref(b, xn);
 	if (M->aux != NULL) /* a mixture's auxiliary loss, added to the loss */
 		moe_aux_fwd(b, M, loss);
 	ac_clear(b, M); /* the autocast region exits (nothing of Llama's is only the cache's) */
@@ -5855,6 +5915,7 @@ static void llama_step(struct bld *b, struct model *M)
 	} else {
 		unref(b, cp);
 		unref(b, cm);
+		unref(b, xn);
 		unref(b, ie);
 	}
 	unref(b, cos4);

@@ -214,10 +214,16 @@ void zs_moe_scope(const struct zs_config *c, const char *model_type, unsigned fl
 		snprintf(what, n, "--framework torch --wrapper %s (give --wrapper none)", zs_wrapper_name(c->wrapper));
 	else if (c->framework != ZS_FW_PAPER && c->framework != ZS_FW_DEEPSPEED && c->framework != ZS_FW_TORCH)
 		snprintf(what, n, "--framework %s (give --framework paper or deepspeed)", zs_framework_name(c->framework));
-	else if (c->framework == ZS_FW_TORCH && c->precision != ZS_FP32)
-		snprintf(what, n, "--precision %s under --framework torch (give fp32)", zs_precision_name(c->precision));
-	else if (c->precision != ZS_FP32 && c->precision != ZS_MIXED)
+	else if (c->framework == ZS_FW_TORCH && c->precision != ZS_FP32 &&
+	         !(c->precision == ZS_AMP_BF16 && c->wrapper == ZS_WRAPPER_NONE))
+		snprintf(what, n, "--precision %s under --framework torch%s (give fp32%s)", zs_precision_name(c->precision),
+		         c->precision == ZS_AMP_BF16 ? " --wrapper ddp" : "",
+		         c->precision == ZS_AMP_BF16 ? ", or --wrapper none" : " or amp-bf16");
+	else if (c->precision != ZS_FP32 && c->precision != ZS_MIXED && c->framework != ZS_FW_TORCH)
 		snprintf(what, n, "--precision %s (give fp32 or mixed)", zs_precision_name(c->precision));
+	else if (c->grad_accum > 1 && c->framework == ZS_FW_TORCH)
+		snprintf(what, n, "--grad-accum %u under --framework torch (routing per micro-step; give 1)",
+		         c->grad_accum);
 	else if (c->grad_accum > 1)
 		snprintf(what, n, "--grad-accum %u (give 1)", c->grad_accum);
 	else if (c->offload != ZS_OFFLOAD_NONE)
