@@ -95,11 +95,11 @@ static void apply(const struct ag_step *s, const struct ag_event *e, unsigned ra
 		return;
 	const struct ag_tensor *t = &s->tensor[e->t];
 	if (e->kind == AG_EV_ALLOC) {
-		cur[t->cat] += t->bytes;
-		*total += t->bytes;
+		cur[t->cat] += ag_device_bytes(t);
+		*total += ag_device_bytes(t);
 	} else {
-		cur[t->cat] -= t->bytes;
-		*total -= t->bytes;
+		cur[t->cat] -= ag_device_bytes(t);
+		*total -= ag_device_bytes(t);
 	}
 }
 
