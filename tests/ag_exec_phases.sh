@@ -124,6 +124,20 @@ if [ "$cuda_rows" -ne 8 ]; then
 fi
 echo "ag_exec_phases: $cuda_rows --torch-device cuda rows, $( [ $cuda_fail = 0 ] && echo agree || echo DISAGREE )"
 [ $cuda_fail = 0 ] || fail=1
+# tests/gpu_torch.py, the GPU check of these predictions, never runs here:
+# its --dry-run does all but the training (zerosim's theory of each case
+# with --allocator cuda, its output parsed), so that its code is run
+if command -v python3 >/dev/null 2>&1; then
+	if ! python3 "${srcdir:-.}/tests/gpu_torch.py" --zerosim "$zerosim" --dry-run >"$tmp/gpu" 2>&1; then
+		echo "ag_exec_phases: tests/gpu_torch.py --dry-run failed:" >&2
+		tail -n 5 "$tmp/gpu" >&2
+		fail=1
+	else
+		echo "ag_exec_phases: tests/gpu_torch.py --dry-run: $(grep -c '^  zerosim:' "$tmp/gpu") cases predicted"
+	fi
+else
+	echo "ag_exec_phases: no python3: tests/gpu_torch.py --dry-run not run"
+fi
 # the rows that must run: 3 models x 2 N x (dp with and without recompute, zero1 and fsdp without)
 if [ "$checked" -lt 24 ]; then
 	echo "ag_exec_phases: only $checked rows checked (24 expected at least)" >&2

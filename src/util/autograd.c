@@ -6465,9 +6465,9 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * record_function's handles, 1.13; Adam's step counters, adam_state;
 	 * LayerNorm's backward without the CPU's scratch, layer_norm_bwd;
 	 * Adam's foreach default, zs_optim_impl_resolve), fp32 and eager
-	 * attention; predicted from source, not yet measured on a GPU (no GPU
-	 * script yet; docs/schedule.md, "The CPU against CUDA"). What is not
-	 * described there is refused by name. */
+	 * attention; predicted from source, not yet measured on a GPU
+	 * (tests/gpu_torch.py is that check; docs/schedule.md, "The CPU against
+	 * CUDA"). What is not described there is refused by name. */
 	if (o->device == ZS_DEVICE_CUDA) {
 		const char *no =
 			o->amp != AG_F32 || o->mdt != AG_F32
