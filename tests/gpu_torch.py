@@ -6,8 +6,9 @@
 
 Issue #22's GPU check. For each case (the tiny gpt2, tied, and the tiny
 llama, untied, of tests/hf_torch.sh, seq 32, batch 2, with zero_grad
-zeros and set_to_none; GPT-2 small, data/models/gpt2.json, seq 256,
-batch 1; every dropout 0) it runs
+zeros and set_to_none, dropout 0, and the tiny gpt2 with dropout 0.1
+(native_dropout's bool masks); GPT-2 small, data/models/gpt2.json, seq
+256, batch 1, dropout 0) it runs
 
     zerosim theory --model CFG --framework torch --wrapper none
         --torch-version 2.6 --torch-device cuda --attn eager --precision fp32
@@ -58,14 +59,19 @@ TINY_LLAMA = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, 
 
 
 def cases(tmp, small):
-    """(label, config path, seq, batch, zero_grad)"""
+    """(label, config path, seq, batch, zero_grad, the config's dropout)"""
     out = []
     for name, cfg in (("gpt2-tiny", TINY_GPT2), ("llama-tiny", TINY_LLAMA)):
         path = os.path.join(tmp, name + ".json")
         with open(path, "w") as f:
             json.dump(cfg, f)
         for zg in ("zeros", "none"):
-            out.append((f"{name} zero_grad {zg}", path, 32, 2, zg))
+            out.append((f"{name} zero_grad {zg}", path, 32, 2, zg, False))
+    cfg = dict(TINY_GPT2, embd_pdrop=0.1, attn_pdrop=0.1, resid_pdrop=0.1)
+    path = os.path.join(tmp, "gpt2-tiny-dropout.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    out.append(("gpt2-tiny dropout 0.1 zero_grad none", path, 32, 2, "none", True))
     if small:
         with open(os.path.join(HERE, "..", "data", "models", "gpt2.json")) as f:
             cfg = json.load(f)
@@ -74,7 +80,7 @@ def cases(tmp, small):
         path = os.path.join(tmp, "gpt2-small.json")
         with open(path, "w") as f:
             json.dump(cfg, f)
-        out.append(("gpt2 small seq 256 batch 1", path, 256, 1, "none"))
+        out.append(("gpt2 small seq 256 batch 1", path, 256, 1, "none", False))
     return out
 
 
@@ -99,7 +105,7 @@ def predict(zerosim, cfg, seq, batch, zg, tmp):
     return p
 
 
-def train(cfg_path, seq, batch, zg, steps):
+def train(cfg_path, seq, batch, zg, dropout, steps):
     """max_memory_allocated over the run and memory_allocated after it."""
     import torch
     sys.path.insert(0, HERE)
@@ -109,7 +115,7 @@ def train(cfg_path, seq, batch, zg, steps):
     torch.cuda.empty_cache()  # the case before's blocks; cuBLAS's workspace stays, as in zerosim's run
     torch.cuda.reset_peak_memory_stats()
     torch.manual_seed(0)
-    a = argparse.Namespace(model=cfg_path, dropout="0", tied=None, recompute="none")
+    a = argparse.Namespace(model=cfg_path, dropout="config" if dropout else "0", tied=None, recompute="none")
     raw, family, cfg, tied = hf_torch.build(a)
     if family == "gpt2":
         model = hf_torch.GPT2LMHeadModel(cfg, tied, "where", False)
@@ -149,14 +155,14 @@ def main():
             print(f"gpu_torch: torch {torch.__version__}: zerosim follows 2.6; compared all the same")
     status = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for label, cfg, seq, batch, zg in cases(tmp, not a.no_small):
+        for label, cfg, seq, batch, zg, dropout in cases(tmp, not a.no_small):
             print(f"{label}:")
             p = predict(a.zerosim, cfg, seq, batch, zg, tmp)
             print(f"  zerosim: tensors {p['resident']:,} B between steps, {p['peak']:,} B peak; "
                   f"allocated peak {p['allocated_peak']:,} B (caching allocator, cuBLAS workspace)")
             if a.dry_run:
                 continue
-            peak, live = train(cfg, seq, batch, zg, a.steps)
+            peak, live = train(cfg, seq, batch, zg, dropout, a.steps)
             same = peak == p["allocated_peak"]
             print(f"  GPU:     max_memory_allocated {peak:,} B ({'equal' if same else 'DIFFERS by %+d' % (peak - p['allocated_peak'])}); "
                   f"memory_allocated after step {a.steps} {live:,} B")

@@ -79,10 +79,11 @@ struct zs_opt {
 	"                         plain loop's step is described for fp32 or\n" \
 	"                         amp-bf16 on the CPU, eager attention or (2.6)\n" \
 	"                         sdpa with as many k/v heads as heads; on CUDA\n" \
-	"                         for fp32, eager attention, no dropout\n" \
+	"                         for fp32 and eager attention\n" \
 	"      --torch-device D   cuda (default) or cpu; cuda: the plain loop's\n" \
 	"                         step predicted from source (host scalars, Adam's\n" \
-	"                         host step counters, no LayerNorm CPU scratch),\n" \
+	"                         host step counters, no LayerNorm CPU scratch,\n" \
+	"                         dropout's bool mask),\n" \
 	"                         not yet measured on a GPU (tests/gpu_torch.py)\n" \
 	"      --optimizer-impl I Adam's single, foreach or fused (default: single\n" \
 	"                         in 1.13 and on the CPU, foreach on CUDA from 2.0)\n" \

@@ -133,6 +133,10 @@ struct bld {
 	 * sets it back to the layer's first (preserve_rng_state), draws the
 	 * forward's masks again */
 	uint32_t draws;
+	/* --torch-device cuda: each native_dropout's kept bool mask and its
+	 * scale 1 / (1 - p), for native_dropout_backward (dropout_bwd) */
+	struct { T mask; double scale; } *masks;
+	size_t nmasks, capmasks;
 };
 
 /* Records what the step cannot describe yet; ag_step_build refuses it. */
@@ -834,6 +838,33 @@ static T dropout(struct bld *b, T x, double p, T *kept)
 		ref(b, x);
 		return x;
 	}
+	/* The CUDA rule for dropout: is_fused_kernel_acceptable holds (a CUDA
+	 * input, 0 < p < 1), so dropout() returns native_dropout's output
+	 * (aten/src/ATen/native/cuda/Dropout.cu, dropout_cuda<bool>: the mask
+	 * empty_like(self) of dtype bool, then ret = empty_like(self), one fused
+	 * kernel writing both; v1.13.0 and v2.6.0). NativeDropoutBackward0
+	 * keeps result1, the 1-byte mask (derivatives.yaml native_dropout), where
+	 * the CPU keeps a noise tensor of the input's dtype: 3 bytes an element
+	 * less in fp32. The mask goes with the tuple where no node keeps it. */
+	if (b->o->device == ZS_DEVICE_CUDA && p < 1) {
+		const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
+		T mask = tmp(b, "native_dropout (mask)", AG_BOOL, o->ndim, o->shape);
+		struct ag_event *e = op(b, AG_OP_BERNOULLI_, mask, NO, NO, mask, NO, NO);
+		e->arg[0] = 1 - p;
+		e->arg[1] = ++b->draws;
+		T y = like(b, "native_dropout", x);
+		op(b, AG_OP_MUL, x, mask, NO, y, NO, NO);
+		op(b, AG_OP_MUL_SCALAR_, y, NO, NO, y, NO, NO)->arg[0] = 1 / (1 - p);
+		if (!RG(b, x)) {
+			unref(b, mask);
+			return y;
+		}
+		b->masks = grow(b->masks, &b->capmasks, b->nmasks + 1, sizeof *b->masks);
+		b->masks[b->nmasks].mask = mask;
+		b->masks[b->nmasks++].scale = 1 / (1 - p);
+		*kept = mask;
+		return y;
+	}
 	T noise;
 	if (p >= 1) {
 		noise = tmp(b, "zeros (dropout p = 1)", b->s->tensor[x].dtype, 0, NULL);
@@ -864,6 +895,19 @@ static T dropout_bwd(struct bld *b, T g, int owned, T kept)
 		if (!owned)
 			ref(b, g);
 		return g;
+	}
+	if (b->s->tensor[kept].dtype == AG_BOOL) { /* CUDA's: native_dropout_backward(grad, mask, scale) */
+		double scale = 1;
+		for (size_t i = 0; i < b->nmasks; i++)
+			if (b->masks[i].mask == kept)
+				scale = b->masks[i].scale;
+		T d = like(b, "native_dropout_backward", g);
+		op(b, AG_OP_MUL, g, kept, NO, d, NO, NO);
+		op(b, AG_OP_MUL_SCALAR_, d, NO, NO, d, NO, NO)->arg[0] = scale;
+		if (owned)
+			unref(b, g);
+		unref(b, kept);
+		return d;
 	}
 	T d = like(b, "mul (dropout backward)", g);
 	op(b, AG_OP_MUL, g, kept, NO, d, NO, NO);
@@ -6250,6 +6294,7 @@ void ag_optimizer_events(struct ag_step *s, const struct ag_options *o, const st
 	free(pt);
 	free(b->refs);
 	free(b->rg);
+	free(b->masks);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -6464,6 +6509,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * where it applies (host_scalar: wrapped numbers and their copies;
 	 * record_function's handles, 1.13; Adam's step counters, adam_state;
 	 * LayerNorm's backward without the CPU's scratch, layer_norm_bwd;
+	 * native_dropout's bool mask, dropout;
 	 * Adam's foreach default, zs_optim_impl_resolve), fp32 and eager
 	 * attention; predicted from source, not yet measured on a GPU
 	 * (tests/gpu_torch.py is that check; docs/schedule.md, "The CPU against
@@ -6473,8 +6519,6 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 			o->amp != AG_F32 || o->mdt != AG_F32
 				? "autocast or a 16-bit module (CUDA's autocast policy: fp32 softmax, layer_norm, pow and losses; "
 				  "give --precision fp32)"
-			: m->embd_pdrop > 0 || m->attn_pdrop > 0 || m->resid_pdrop > 0 || o->lora_dropout > 0
-				? "dropout (CUDA's native_dropout keeps a 1-byte bool mask; give a config with its dropout 0)"
 			: o->attn == ZS_ATTN_SDPA ? "--attn sdpa (CUDA's flash and memory-efficient kernels; give --attn eager)"
 			: o->recompute            ? "--recompute full (give --recompute none)"
 			: m->experts > 0          ? "a mixture of experts (nonzero's and the routing's CUDA scratch)"
@@ -6652,6 +6696,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	free(M.masked_bias);
 	free(b->refs);
 	free(b->rg);
+	free(b->masks);
 	free(b->pt_of);
 	names_free(b->tensors);
 	names_free(b->modules);
