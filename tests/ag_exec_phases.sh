@@ -139,6 +139,15 @@ if [ "$cuda_rows" -ne 12 ]; then
 fi
 echo "ag_exec_phases: $cuda_rows --torch-device cuda rows, $( [ $cuda_fail = 0 ] && echo agree || echo DISAGREE )"
 [ $cuda_fail = 0 ] || fail=1
+# past 3,072 tokens (embedding_dense_backward_cuda's sort path, not
+# described) theory refuses too: its check once built the step at batch 1
+# and the run's batch then fell back to zerosim's own schedule, unsaid
+if "$zerosim" theory --model "$tmp/gpt2.json" --framework torch --wrapper none --torch-device cuda --attn eager \
+	--precision fp32 --seq 64 --batch 49 --schemes dp --world 1 --out "$tmp/t.json" 2>"$tmp/err" ||
+	! grep -q '3,072 tokens' "$tmp/err"; then
+	echo "ag_exec_phases: cuda gpt2 --seq 64 --batch 49 (3,136 tokens): not refused by name" >&2
+	fail=1
+fi
 # tests/gpu_torch.py, the GPU check of these predictions, never runs here:
 # its --dry-run does all but the training (zerosim's theory of each case
 # with --allocator cuda, its output parsed), so that its code is run

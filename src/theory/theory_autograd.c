@@ -77,8 +77,11 @@ int theory_autograd_check(const struct zs_model *m, const struct zs_config *c, u
 		               zs_wrapper_name(c->wrapper));
 	struct step_params p;
 	struct ag_step s;
-	/* a mixture's routing is its batch's (ag_options.moe_counts) */
-	int rc = build(m, c, m->experts > 0 ? c->batch : 1, seq, c->wrapper == ZS_WRAPPER_FSDP ? 2 : 1, 0, &p, &s, cause);
+	/* a mixture's routing is its batch's (ag_options.moe_counts); under
+	 * --torch-device cuda the step's tokens decide what is described
+	 * (AG_CUDA_EMB_FAST_TOKENS): the run's batch, at most 3,072 tokens */
+	int rc = build(m, c, m->experts > 0 || c->torch_device == ZS_DEVICE_CUDA ? c->batch : 1, seq,
+	               c->wrapper == ZS_WRAPPER_FSDP ? 2 : 1, 0, &p, &s, cause);
 	if (rc < 0)
 		return rc;
 	ag_step_free(&s);
