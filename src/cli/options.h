@@ -77,10 +77,14 @@ struct zs_opt {
 	"                         far) only: the PyTorch followed, 1.13 or 2.6\n" \
 	"                         (default; its defaults below); the\n" \
 	"                         plain loop's step is described for fp32 or\n" \
-	"                         amp-bf16 and the CPU yet, eager attention or (2.6)\n" \
-	"                         sdpa with as many k/v heads as heads (give\n" \
-	"                         --torch-device cpu)\n" \
-	"      --torch-device D   cuda (default) or cpu\n" \
+	"                         amp-bf16 on the CPU, eager attention or (2.6)\n" \
+	"                         sdpa with as many k/v heads as heads; on CUDA\n" \
+	"                         for fp32 and eager attention\n" \
+	"      --torch-device D   cuda (default) or cpu; cuda: the plain loop's\n" \
+	"                         step predicted from source (host scalars, Adam's\n" \
+	"                         host step counters, no LayerNorm CPU scratch,\n" \
+	"                         dropout's bool mask),\n" \
+	"                         not yet measured on a GPU (tests/gpu_torch.py)\n" \
 	"      --optimizer-impl I Adam's single, foreach or fused (default: single\n" \
 	"                         in 1.13 and on the CPU, foreach on CUDA from 2.0)\n" \
 	"      --zero-grad Z      none (set_to_none, default from 2.0) or zeros\n" \

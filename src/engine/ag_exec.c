@@ -1701,6 +1701,24 @@ done:
 	return 0;
 }
 
+/* Storage t's buffer: the tracker's (the device's bytes), or, for a host
+ * storage (ag_tensor.host: a CPU scalar under --torch-device cuda), the
+ * process's own, counted nowhere. */
+static void *buf_alloc(struct ag_exec *x, uint32_t t)
+{
+	const struct ag_tensor *st = &x->s->tensor[t];
+	return st->host ? zs_calloc(1, st->bytes) : tracker_alloc(x->tr, x->rank, st->cat, st->bytes);
+}
+
+static void buf_free(struct ag_exec *x, uint32_t t)
+{
+	if (x->s->tensor[t].host)
+		free(x->buf[t]);
+	else
+		tracker_free(x->tr, x->rank, x->buf[t]);
+	x->buf[t] = NULL;
+}
+
 static int do_alloc(struct ag_exec *x, const struct ag_event *e, size_t ei, char **cause)
 {
 	const struct ag_step *s = x->s;
@@ -1711,7 +1729,7 @@ static int do_alloc(struct ag_exec *x, const struct ag_event *e, size_t ei, char
 		return fail_ev(cause, e, ei, "storage %s (%u) is allocated twice", what_of(s, t), t);
 	if (s->tensor[t].bytes == 0)
 		return fail_ev(cause, e, ei, "storage %s (%u) has no bytes", what_of(s, t), t);
-	x->buf[t] = tracker_alloc(x->tr, x->rank, s->tensor[t].cat, s->tensor[t].bytes);
+	x->buf[t] = buf_alloc(x, t);
 	x->written[t] = 0;
 	x->sqrt_out[t] = 0;
 	if (s->tensor[t].role == AG_ROLE_PARAM && s->tensor[t].param >= 0) { /* a wrapper's own (FSDP's shard) is made */
@@ -1740,8 +1758,7 @@ static int do_free(struct ag_exec *x, const struct ag_event *e, size_t ei, char 
 	if (x->buf[t] == NULL)
 		return fail_ev(cause, e, ei, "storage %s (%u) is freed while not allocated",
 		               what_of(s, t), t);
-	tracker_free(x->tr, x->rank, x->buf[t]);
-	x->buf[t] = NULL;
+	buf_free(x, t);
 	return 0;
 }
 
@@ -1849,7 +1866,7 @@ void ag_exec_end(struct ag_exec *x)
 {
 	for (size_t t = 0; x->buf != NULL && t < x->s->ntensors; t++)
 		if (x->buf[t] != NULL)
-			tracker_free(x->tr, x->rank, x->buf[t]);
+			buf_free(x, (uint32_t)t);
 	free(x->buf);
 	free(x->written);
 	free(x->sqrt_out);
@@ -2589,11 +2606,10 @@ static void step_save_give(const struct step_save *v, struct ag_exec *x)
 	const struct ag_step *s = x->s;
 	for (uint32_t t = 0; t < s->ntensors; t++) {
 		if (x->buf[t] != NULL && v->data[t] == NULL) {
-			tracker_free(x->tr, x->rank, x->buf[t]);
-			x->buf[t] = NULL;
+			buf_free(x, t);
 		} else if (v->data[t] != NULL) {
 			if (x->buf[t] == NULL)
-				x->buf[t] = tracker_alloc(x->tr, x->rank, s->tensor[t].cat, s->tensor[t].bytes);
+				x->buf[t] = buf_alloc(x, t);
 			memcpy(x->buf[t], v->data[t], s->tensor[t].bytes);
 		}
 	}
@@ -3046,9 +3062,9 @@ double ag_exec_tfm_peak_bytes(const struct zs_config *c, const struct zs_model *
 		for (size_t i = 0; i < ns[l]; i++) {
 			const struct ag_event *e = &lists[l][i];
 			if (e->kind == AG_EV_ALLOC && e->t < s.ntensors)
-				live += (double)s.tensor[e->t].bytes;
+				live += (double)ag_device_bytes(&s.tensor[e->t]);
 			else if (e->kind == AG_EV_FREE && e->t < s.ntensors)
-				live -= (double)s.tensor[e->t].bytes;
+				live -= (double)ag_device_bytes(&s.tensor[e->t]);
 			peak = live > peak ? live : peak;
 		}
 	ag_step_free(&s);

@@ -168,6 +168,8 @@ static void trace_events(struct theory_trace *tr, const struct ag_step *s, const
 		if (e->kind != AG_EV_ALLOC && e->kind != AG_EV_FREE)
 			continue;
 		const struct ag_tensor *t = &s->tensor[e->t];
+		if (t->host) /* a CPU scalar under --torch-device cuda: not the device allocator's */
+			continue;
 		if (e->kind == AG_EV_ALLOC)
 			theory_trace_alloc(tr, e->phase, t->cat, t->bytes, (uint64_t)e->t + 1);
 		else

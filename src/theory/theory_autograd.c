@@ -77,8 +77,11 @@ int theory_autograd_check(const struct zs_model *m, const struct zs_config *c, u
 		               zs_wrapper_name(c->wrapper));
 	struct step_params p;
 	struct ag_step s;
-	/* a mixture's routing is its batch's (ag_options.moe_counts) */
-	int rc = build(m, c, m->experts > 0 ? c->batch : 1, seq, c->wrapper == ZS_WRAPPER_FSDP ? 2 : 1, 0, &p, &s, cause);
+	/* a mixture's routing is its batch's (ag_options.moe_counts); under
+	 * --torch-device cuda the step's tokens decide what is described
+	 * (AG_CUDA_EMB_FAST_TOKENS): the run's batch, at most 3,072 tokens */
+	int rc = build(m, c, m->experts > 0 || c->torch_device == ZS_DEVICE_CUDA ? c->batch : 1, seq,
+	               c->wrapper == ZS_WRAPPER_FSDP ? 2 : 1, 0, &p, &s, cause);
 	if (rc < 0)
 		return rc;
 	ag_step_free(&s);
@@ -95,11 +98,11 @@ static void apply(const struct ag_step *s, const struct ag_event *e, unsigned ra
 		return;
 	const struct ag_tensor *t = &s->tensor[e->t];
 	if (e->kind == AG_EV_ALLOC) {
-		cur[t->cat] += t->bytes;
-		*total += t->bytes;
+		cur[t->cat] += ag_device_bytes(t);
+		*total += ag_device_bytes(t);
 	} else {
-		cur[t->cat] -= t->bytes;
-		*total -= t->bytes;
+		cur[t->cat] -= ag_device_bytes(t);
+		*total -= ag_device_bytes(t);
 	}
 }
 

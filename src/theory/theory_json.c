@@ -98,10 +98,10 @@ static void live_walk(const struct ag_step *s, const struct ag_event *ev, size_t
 		if (e->kind == AG_EV_ALLOC) {
 			live[e->t] = 1;
 			made[e->t] = e->phase;
-			*total += s->tensor[e->t].bytes;
+			*total += ag_device_bytes(&s->tensor[e->t]);
 		} else if (e->kind == AG_EV_FREE) {
 			live[e->t] = 0;
-			*total -= s->tensor[e->t].bytes;
+			*total -= ag_device_bytes(&s->tensor[e->t]);
 		}
 		if (at != NULL && (at[e->phase] == SIZE_MAX || *total > most[e->phase])) {
 			most[e->phase] = *total;
@@ -134,7 +134,7 @@ static void live_groups_json(cJSON *arr, const struct ag_step *s, const struct s
 			j++;
 		if (j == ng)
 			g[ng++] = k;
-		g[j].bytes += x->bytes;
+		g[j].bytes += ag_device_bytes(x);
 		g[j].count++;
 	}
 	qsort(g, ng, sizeof *g, live_cmp);

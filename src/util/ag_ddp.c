@@ -765,6 +765,11 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 	if (c->wrapper == ZS_WRAPPER_FSDP && o->recompute && m->gemma)
 		return zs_fail(cause, "--recompute full: Hugging Face's gradient checkpointing of a %s under --wrapper fsdp "
 		               "is not described yet (give --wrapper none or ddp)", m->model_type);
+	/* on a GPU the wrappers' collectives run over NCCL, their buffers and
+	 * streams not read: the plain loop's step alone (util/autograd.c) */
+	if (o->device == ZS_DEVICE_CUDA && c->wrapper != ZS_WRAPPER_NONE)
+		return zs_fail(cause, "--torch-device cuda: --wrapper %s over NCCL is not described yet (the plain loop is: "
+		               "give --wrapper none, or --torch-device cpu)", zs_wrapper_name(c->wrapper));
 	/* stage 3's hooks in a checkpointed layer's rerun: not built */
 	if (c->wrapper == ZS_WRAPPER_DEEPSPEED && c->schemes[0] == ZS_ZERO3 && o->recompute)
 		return zs_fail(cause, "--recompute full with --wrapper deepspeed --schemes zero3: not built yet (give "

@@ -133,6 +133,10 @@ struct bld {
 	 * sets it back to the layer's first (preserve_rng_state), draws the
 	 * forward's masks again */
 	uint32_t draws;
+	/* --torch-device cuda: each native_dropout's kept bool mask and its
+	 * scale 1 / (1 - p), for native_dropout_backward (dropout_bwd) */
+	struct { T mask; double scale; } *masks;
+	size_t nmasks, capmasks;
 };
 
 /* Records what the step cannot describe yet; ag_step_build refuses it. */
@@ -385,10 +389,29 @@ static void mark(struct bld *b, const char *fmt, ...)
 #define NDIM(...) (sizeof((uint64_t[]){ __VA_ARGS__ }) / sizeof(uint64_t))
 #define TMP(what, dt, ...) tmp(b, what, dt, NDIM(__VA_ARGS__), SH(__VA_ARGS__))
 
+/* The CUDA rule for a CPU scalar (--torch-device cuda): a Python number
+ * given to a tensor op becomes a wrapped number made on the CPU
+ * (wrapped_scalar_tensor, aten/src/ATen/ScalarOps.h), and TensorIterator
+ * lets a CUDA kernel take a 0-dim CPU operand (compute_types'
+ * is_cpu_scalar exception to the one-device check in
+ * aten/src/ATen/TensorIterator.cpp; its promotion `op.tensor().to(common
+ * dtype)` makes the copy on the CPU too), which the kernel reads as an
+ * argument (iter.is_cpu_scalar / scalar_value in
+ * aten/src/ATen/native/cuda/Loops.cuh's gpu_kernel_with_scalars): both
+ * are host memory, 0 device bytes. They stay in the list, marked host,
+ * so the engine still runs the ops that read them. (v2.6.0 and v1.13.0;
+ * read by function, the tags' line numbers not at hand this session.) */
+static T host_scalar(struct bld *b, T t)
+{
+	if (b->o->device == ZS_DEVICE_CUDA)
+		b->s->tensor[t].host = 1;
+	return t;
+}
+
 /* A Python float given to a tensor op: the 8-byte wrapped number. */
 static T wrapped(struct bld *b, double v)
 {
-	T t = tmp(b, "scalar (wrapped number)", AG_F64, 0, NULL);
+	T t = host_scalar(b, tmp(b, "scalar (wrapped number)", AG_F64, 0, NULL));
 	op(b, AG_OP_FILL, NO, NO, NO, t, NO, NO)->arg[0] = v;
 	return t;
 }
@@ -399,6 +422,8 @@ static T wrapped(struct bld *b, double v)
 static T cast_scalar_as(struct bld *b, T w, enum ag_dtype dt)
 {
 	T t = tmp(b, dt == AG_F32 ? "scalar (fp32 copy)" : "scalar (16-bit copy)", dt, 0, NULL);
+	if (b->s->tensor[w].host) /* a CPU scalar's copy stays on the CPU (host_scalar) */
+		host_scalar(b, t);
 	op(b, AG_OP_COPY, w, NO, NO, t, NO, NO);
 	return t;
 }
@@ -813,6 +838,33 @@ static T dropout(struct bld *b, T x, double p, T *kept)
 		ref(b, x);
 		return x;
 	}
+	/* The CUDA rule for dropout: is_fused_kernel_acceptable holds (a CUDA
+	 * input, 0 < p < 1), so dropout() returns native_dropout's output
+	 * (aten/src/ATen/native/cuda/Dropout.cu, dropout_cuda<bool>: the mask
+	 * empty_like(self) of dtype bool, then ret = empty_like(self), one fused
+	 * kernel writing both; v1.13.0 and v2.6.0). NativeDropoutBackward0
+	 * keeps result1, the 1-byte mask (derivatives.yaml native_dropout), where
+	 * the CPU keeps a noise tensor of the input's dtype: 3 bytes an element
+	 * less in fp32. The mask goes with the tuple where no node keeps it. */
+	if (b->o->device == ZS_DEVICE_CUDA && p < 1) {
+		const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
+		T mask = tmp(b, "native_dropout (mask)", AG_BOOL, o->ndim, o->shape);
+		struct ag_event *e = op(b, AG_OP_BERNOULLI_, mask, NO, NO, mask, NO, NO);
+		e->arg[0] = 1 - p;
+		e->arg[1] = ++b->draws;
+		T y = like(b, "native_dropout", x);
+		op(b, AG_OP_MUL, x, mask, NO, y, NO, NO);
+		op(b, AG_OP_MUL_SCALAR_, y, NO, NO, y, NO, NO)->arg[0] = 1 / (1 - p);
+		if (!RG(b, x)) {
+			unref(b, mask);
+			return y;
+		}
+		b->masks = grow(b->masks, &b->capmasks, b->nmasks + 1, sizeof *b->masks);
+		b->masks[b->nmasks].mask = mask;
+		b->masks[b->nmasks++].scale = 1 / (1 - p);
+		*kept = mask;
+		return y;
+	}
 	T noise;
 	if (p >= 1) {
 		noise = tmp(b, "zeros (dropout p = 1)", b->s->tensor[x].dtype, 0, NULL);
@@ -843,6 +895,19 @@ static T dropout_bwd(struct bld *b, T g, int owned, T kept)
 		if (!owned)
 			ref(b, g);
 		return g;
+	}
+	if (b->s->tensor[kept].dtype == AG_BOOL) { /* CUDA's: native_dropout_backward(grad, mask, scale) */
+		double scale = 1;
+		for (size_t i = 0; i < b->nmasks; i++)
+			if (b->masks[i].mask == kept)
+				scale = b->masks[i].scale;
+		T d = like(b, "native_dropout_backward", g);
+		op(b, AG_OP_MUL, g, kept, NO, d, NO, NO);
+		op(b, AG_OP_MUL_SCALAR_, d, NO, NO, d, NO, NO)->arg[0] = scale;
+		if (owned)
+			unref(b, g);
+		unref(b, kept);
+		return d;
 	}
 	T d = like(b, "mul (dropout backward)", g);
 	op(b, AG_OP_MUL, g, kept, NO, d, NO, NO);
@@ -993,8 +1058,16 @@ static T layer_norm_bwd(struct bld *b, T g, struct ln_saved *sv, struct pt *w, s
 	*dw = sv->dw ? like(b, "native_layer_norm_backward (dw)", w->w) : NO;
 	*db = sv->db ? like(b, "native_layer_norm_backward (db)", bb->w) : NO;
 	/* the CPU kernel's dgamma/dbeta partial sums, 2 x threads x d (one
-	 * thread: tests/hf_torch.py pins it) */
-	T scratch = sv->dw || sv->db ? TMP("native_layer_norm_backward (scratch)", AG_F32, 2, d) : NO;
+	 * thread: tests/hf_torch.py pins it). The CUDA rule: CUDA's backward
+	 * (aten/src/ATen/native/cuda/layer_norm_kernel.cu,
+	 * LayerNormBackwardKernelImplInternal, v1.13.0 and v2.6.0) writes dgamma
+	 * and dbeta straight from its kernels (GammaBetaBackwardSimpleCUDAKernel
+	 * below 128 rows, GammaBetaBackwardCUDAKernel(_32x32) above; the
+	 * part_grad_gamma/beta buffers are ROCm's branch, the dgamma_blocks of
+	 * later releases only past 65,536 rows): no scratch. */
+	T scratch = (sv->dw || sv->db) && b->o->device == ZS_DEVICE_CPU
+	                    ? TMP("native_layer_norm_backward (scratch)", AG_F32, 2, d)
+	                    : NO;
 	struct ag_event *e = ev(b, AG_EV_OP);
 	e->op = AG_OP_LAYER_NORM_BWD;
 	e->in[0] = g, e->in[1] = sv->x, e->in[2] = sv->mean, e->in[3] = sv->rstd, e->in[4] = w->w;
@@ -1310,7 +1383,7 @@ static void scale_loss(struct bld *b, struct model *M, T loss)
 	if (b->o->grad_accum <= 1)
 		return;
 	double K = (double)b->o->grad_accum;
-	M->kwrap = tmp(b, "scalar (wrapped number K)", AG_F64, 0, NULL);
+	M->kwrap = host_scalar(b, tmp(b, "scalar (wrapped number K)", AG_F64, 0, NULL));
 	op(b, AG_OP_FILL, NO, NO, NO, M->kwrap, NO, NO)->arg[0] = K;
 	M->lossk = tmp(b, "div (loss / K)", AG_F32, 0, NULL);
 	T c = cast_scalar(b, M->kwrap);
@@ -3868,7 +3941,7 @@ static T moe_fwd(struct bld *b, struct model *M, T x, int i, struct moe_saved *s
 	 * the 0 a wrapped int64 number for the moment */
 	T es = TMP("sum (expert_mask)", AG_I64, E);
 	op(b, AG_OP_SUM_LEAD, em, NO, NO, es, NO, NO);
-	T zero = tmp(b, "scalar (wrapped number)", AG_I64, 0, NULL);
+	T zero = host_scalar(b, tmp(b, "scalar (wrapped number)", AG_I64, 0, NULL));
 	op(b, AG_OP_FILL, NO, NO, NO, zero, NO, NO);
 	T hitb = TMP("gt (expert hit)", AG_BOOL, E);
 	op(b, AG_OP_GT, es, zero, NO, hitb, NO, NO);
@@ -6048,6 +6121,14 @@ static void adam_state(struct bld *b, struct pt *const *qs, size_t n)
 			continue;
 		b->module = pt_module(b, q);
 		q->step = mk(b, "Adam step", AG_F32, 0, NULL, AG_ROLE_ADAM_STEP, ZS_CAT_ADAM_M, q->param);
+		/* The CUDA rule for Adam's step counter: a CPU tensor unless
+		 * capturable or fused (adam.py's _init_group, 2.6.0: `torch.zeros((),
+		 * ..., device=p.device) if group["capturable"] or group["fused"]
+		 * else torch.tensor(0.0, ...)`; 1.13.0 alike, `torch.zeros((1,), ...,
+		 * device=p.device) if capturable or fused else torch.tensor(0.)`):
+		 * on a GPU 0 device bytes but for fused Adam's */
+		if (b->o->device == ZS_DEVICE_CUDA && b->o->optim_impl != ZS_OPTIM_FUSED)
+			b->s->tensor[q->step].host = 1;
 		op(b, AG_OP_FILL, NO, NO, NO, q->step, NO, NO)->arg[0] = 0;
 		const struct ag_tensor w_ = b->s->tensor[q->w], *w = &w_; /* a copy: the array grows */
 		q->m = mk(b, "Adam exp_avg", AG_F32, w->ndim, w->shape, AG_ROLE_ADAM_M, ZS_CAT_ADAM_M, q->param);
@@ -6118,7 +6199,7 @@ static void adam_foreach(struct bld *b, struct pt *const *qs, size_t nqs)
 	} else {
 		/* 2.6 (adam.py 602-607), CPU step tensors: _foreach_add_(steps,
 		 * torch.tensor(1.0, device="cpu"), alpha=1.0) */
-		T one = tmp(b, "tensor (1.0, the steps' increment)", AG_F32, 0, NULL);
+		T one = host_scalar(b, tmp(b, "tensor (1.0, the steps' increment)", AG_F32, 0, NULL));
 		op(b, AG_OP_FILL, NO, NO, NO, one, NO, NO)->arg[0] = 1;
 		for (size_t i = 0; i < n; i++)
 			op(b, AG_OP_ADD_SCALAR_, q[i]->step, NO, NO, q[i]->step, NO, NO)->arg[0] = 1;
@@ -6274,6 +6355,7 @@ void ag_optimizer_events(struct ag_step *s, const struct ag_options *o, const st
 	free(pt);
 	free(b->refs);
 	free(b->rg);
+	free(b->masks);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -6484,12 +6566,32 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		              m->unrun);
 	if (o->optimizer != ZS_ADAM)
 		return refuse(cause, "--optimizer: the PyTorch step describes Adam only");
-	/* On a GPU the wrapped numbers and record_function's handles are host
-	 * memory, the caching allocator rounds every block (512 B), and the
-	 * kernels' own scratch differs: not described until measured there. */
-	if (o->device != ZS_DEVICE_CPU)
-		return refuse(cause, "--torch-device cuda: the plain loop's step is described and checked on the CPU "
-		              "only yet (give --torch-device cpu)");
+	/* --torch-device cuda: the plain loop's step with the CUDA rules, each
+	 * where it applies (host_scalar: wrapped numbers and their copies;
+	 * record_function's handles, 1.13; Adam's step counters, adam_state;
+	 * LayerNorm's backward without the CPU's scratch, layer_norm_bwd;
+	 * native_dropout's bool mask, dropout;
+	 * Adam's foreach default, zs_optim_impl_resolve), fp32 and eager
+	 * attention; predicted from source, not yet measured on a GPU
+	 * (tests/gpu_torch.py is that check; docs/schedule.md, "The CPU against
+	 * CUDA"). What is not described there is refused by name. */
+	if (o->device == ZS_DEVICE_CUDA) {
+		const char *no =
+			o->amp != AG_F32 || o->mdt != AG_F32
+				? "autocast or a 16-bit module (CUDA's autocast policy: fp32 softmax, layer_norm, pow and losses; "
+				  "give --precision fp32)"
+			: o->attn == ZS_ATTN_SDPA ? "--attn sdpa (CUDA's flash and memory-efficient kernels; give --attn eager)"
+			: o->recompute            ? "--recompute full (give --recompute none)"
+			: m->experts > 0          ? "a mixture of experts (nonzero's and the routing's CUDA scratch)"
+			: o->zero1_world          ? "ZeroRedundancyOptimizer (give --schemes dp)"
+			: o->batch * o->seq > AG_CUDA_EMB_FAST_TOKENS
+				? "more than 3,072 tokens a step (embedding_dense_backward_cuda's sort path and its scratch; give "
+				  "--batch x --seq up to 3,072)"
+				: NULL;
+		if (no)
+			return refuse(cause, "--torch-device cuda: the PyTorch step with %s is not described yet (or give "
+			              "--torch-device cpu)", no);
+	}
 	if (o->optim_impl == ZS_OPTIM_FUSED && o->version == ZS_TORCH_1_13)
 		return refuse(cause, "--optimizer-impl fused: PyTorch 1.13's fused Adam runs on CUDA only (give "
 		              "--torch-version 2.6)");
@@ -6655,6 +6757,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	free(M.masked_bias);
 	free(b->refs);
 	free(b->rg);
+	free(b->masks);
 	free(b->pt_of);
 	names_free(b->tensors);
 	names_free(b->modules);

@@ -115,7 +115,24 @@ struct ag_tensor {
 	                            * q/k/v or gate/up: part_rows[part] rows of it), else -1 */
 	uint32_t micro;            /* INPUT: the micro-step (0..K-1 under --grad-accum K) whose batch it
 	                            * holds; else 0 */
+	unsigned char host;        /* a storage in host memory under --torch-device cuda (a CPU scalar:
+	                            * util/autograd.c, host_scalar): 0 device bytes, never the tracker's */
 };
+
+/* The most tokens (batch x seq) whose embedding backward takes CUDA's
+ * feature kernel, which makes nothing but the zeros(V, d) gradient the CPU
+ * makes too (aten/src/ATen/native/cuda/Embedding.cu,
+ * embedding_dense_backward_cuda: `if (num_indices <= 3072 &&
+ * !scale_grad_by_freq)`, v1.13.0 and v2.6.0); past it the sort path's
+ * scratch (sorted and original indices, cub's radix-sort storage, the
+ * segments, data-dependent) is not described. No GPU property enters. */
+#define AG_CUDA_EMB_FAST_TOKENS 3072u
+
+/* The device bytes of a storage's allocation: a host one's are none. */
+static inline uint64_t ag_device_bytes(const struct ag_tensor *t)
+{
+	return t->host ? 0 : t->bytes;
+}
 
 /* The ops. Semantics are PyTorch's for the aten op named; shapes follow
  * the operands' views (broadcasting is a view with stride 0). Scalars
