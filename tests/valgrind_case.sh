@@ -5,7 +5,11 @@
 #
 #   valgrind_case.sh PROG CASE         test case CASE of tests/test_PROG
 #                                      under $VALGRIND (memcheck and its
-#                                      flags), CK_FORK=no as before; its
+#                                      flags), CK_FORK=no as before, and
+#                                      ZS_TEST_MEMCHECK=1 (tests/test_tfm's
+#                                      digest sweeps at N = 3 alone: make
+#                                      check, plain and under ASan and
+#                                      UBSan, takes every N); its
 #                                      output in valgrind-unit-PROG-CASE.log,
 #                                      shown when it ends. Fails when a test
 #                                      fails, memcheck finds an error or a
@@ -42,9 +46,9 @@ fi
 
 prog=$1 case=$2
 log=valgrind-unit-$prog-$case.log
-echo "CK_FORK=no CK_RUN_CASE=$case $VALGRIND tests/test_$prog${EXEEXT:-}"
+echo "CK_FORK=no CK_RUN_CASE=$case ZS_TEST_MEMCHECK=1 $VALGRIND tests/test_$prog${EXEEXT:-}"
 # shellcheck disable=SC2086
-CK_FORK=no CK_RUN_CASE=$case srcdir=$srcdir $VALGRIND "tests/test_$prog${EXEEXT:-}" >"$log" 2>&1
+CK_FORK=no CK_RUN_CASE=$case ZS_TEST_MEMCHECK=1 srcdir=$srcdir $VALGRIND "tests/test_$prog${EXEEXT:-}" >"$log" 2>&1
 status=$?
 sed "s/^/[$prog $case] /" "$log"
 if [ $status -ne 0 ]; then
