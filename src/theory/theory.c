@@ -382,9 +382,10 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 			act.elem = 4;
 		r->model_sched = !req->bf16 && /* measure runs no bf16 */
 		                 theory_tfm_has_schedule(req->model, &act, &s.bytes);
-		if (r->model_sched)
-			theory_tfm_framework_schedule(req->model, d, &req->act, &s.bytes, req->config, b, scheme, unit,
-			                                world, &r->sched);
+		if (r->model_sched &&
+		    theory_tfm_framework_schedule(req->model, d, &req->act, &s.bytes, req->config, b, scheme, unit, world,
+		                                  &r->sched) != 0)
+			r->model_sched = 0; /* the PyTorch step does not describe this N: no schedule stands in */
 		r->peak_bytes = r->peak.peak_bytes;
 		r->peak_per_batch = r->peak.activations_per_sequence;
 		r->has_peak = 1;

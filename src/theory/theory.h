@@ -513,9 +513,12 @@ int theory_tfm_has_schedule(const struct zs_model *m, const struct theory_act_op
  * (theory_desc_model; NULL: built here and dropped), under c's framework
  * (c->framework, its options; the paper's for ZS_FW_PAPER or c NULL):
  * torch's DDP, ZeroRedundancyOptimizer and FSDP, DeepSpeed's ZeRO-1/2 and
- * ZeRO-3 as docs/schedule.md gives them on the transformer. */
+ * ZeRO-3 as docs/schedule.md gives them on the transformer. 0; -1 where c
+ * runs the PyTorch step (zs_wrapper_step) and it does not describe this
+ * micro-batch or N (out is then not written: no other schedule stands in
+ * for the framework's exact step). */
 struct theory_desc;
-void theory_tfm_framework_schedule(const struct zs_model *m, const struct theory_desc *d,
+int theory_tfm_framework_schedule(const struct zs_model *m, const struct theory_desc *d,
                                      const struct theory_act_opts *o, const struct theory_bytes *b,
                                      const struct zs_config *c, uint64_t batch, enum zs_scheme scheme,
                                      enum zs_unit unit, unsigned world, struct theory_schedule *out);

@@ -1126,17 +1126,18 @@ static uint64_t *tensor_numels(const struct step_params *p)
 	return n;
 }
 
-void theory_tfm_framework_schedule(const struct zs_model *m, const struct theory_desc *d,
-                                     const struct theory_act_opts *o, const struct theory_bytes *b,
-                                     const struct zs_config *c, uint64_t batch, enum zs_scheme scheme,
-                                     enum zs_unit unit, unsigned world, struct theory_schedule *out)
+int theory_tfm_framework_schedule(const struct zs_model *m, const struct theory_desc *d,
+                                    const struct theory_act_opts *o, const struct theory_bytes *b,
+                                    const struct zs_config *c, uint64_t batch, enum zs_scheme scheme,
+                                    enum zs_unit unit, unsigned world, struct theory_schedule *out)
 {
 	struct theory_desc own;
 	/* The plain loop is PyTorch's own step, described op by op
-	 * (cmd_theory checked that it can be: theory_autograd_check). */
-	if (c != NULL && zs_wrapper_step(c) &&
-	    theory_autograd_schedule(m, c, batch, o->seq, world, out, NULL) == 0)
-		return;
+	 * (cmd_theory checked it at the run's micro-batch: theory_autograd_check);
+	 * at another micro-batch or N it may not be (a mixture's routing,
+	 * --torch-device cuda's tokens), and then nothing else is its figure */
+	if (c != NULL && zs_wrapper_step(c))
+		return theory_autograd_schedule(m, c, batch, o->seq, world, out, NULL) == 0 ? 0 : -1;
 	if (d == NULL || !theory_desc_fits(d, m, o, batch)) {
 		theory_desc_model(&own, m, o, batch);
 		d = &own;
@@ -1144,6 +1145,7 @@ void theory_tfm_framework_schedule(const struct zs_model *m, const struct theory
 	theory_walk_schedule(d, b, c, scheme, unit, world, out);
 	if (d == &own)
 		theory_desc_free(&own);
+	return 0;
 }
 
 /* DeepSpeed's ZeRO-2 under gradient_accumulation_steps K > 1 (docs/
@@ -1434,14 +1436,18 @@ enum zs_phase theory_binding_phase(const struct theory_schedule *s)
 }
 
 /* The framework's exact peak of m at micro-batch `batch` (its own
- * description, built and dropped). */
+ * description, built and dropped); UINT64_MAX where the PyTorch step does
+ * not describe that micro-batch, which the search then takes as not
+ * fitting: it claims no micro-batch nothing describes. */
 static uint64_t walk_peak_at(const struct theory_request *req, enum zs_scheme scheme, enum zs_unit unit,
                              unsigned world, uint64_t batch)
 {
 	struct theory_schedule s;
 	struct theory_bytes b;
 	theory_request_bytes(req, &b);
-	theory_tfm_framework_schedule(req->model, NULL, &req->act, &b, req->config, batch, scheme, unit, world, &s);
+	if (theory_tfm_framework_schedule(req->model, NULL, &req->act, &b, req->config, batch, scheme, unit, world,
+	                                  &s) != 0)
+		return UINT64_MAX;
 	return s.peak_bytes;
 }
 
@@ -1454,12 +1460,13 @@ uint64_t theory_walk_max_batch(const struct theory_request *req, enum zs_scheme 
 	 * scratch buffer is b times its b = 1 bytes; nothing else depends on
 	 * b), so the largest b that fits is found by doubling and halving,
 	 * each probe a walk. */
-	uint64_t lo = 0, hi;
-	if ((double)(b == 1 ? at_batch->peak_bytes : walk_peak_at(req, scheme, unit, world, 1)) > usable)
-		return 0;
-	lo = 1;
+	uint64_t lo, hi;
 	if ((double)at_batch->peak_bytes <= usable)
 		lo = b;
+	else if (b == 1 || (double)walk_peak_at(req, scheme, unit, world, 1) > usable)
+		return 0;
+	else
+		lo = 1;
 	hi = lo * 2;
 	while (hi <= THEORY_WALK_MAX_BATCH && theory_tfm_exact(req->model, &req->act, hi) &&
 	       (double)walk_peak_at(req, scheme, unit, world, hi) <= usable) {
