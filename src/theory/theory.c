@@ -353,6 +353,29 @@ double theory_request_usable(const struct theory_request *req)
 	return req->device_mem - req->reserve;
 }
 
+/* QLoRA's 4-bit base at the paper level and in the floor (docs/finetune.md,
+ * "The paper level of a 4-bit base"): the base's linear weights held as
+ * bitsandbytes stores them (theory_qbase: n/2 packed, the absmax and the
+ * per-layer constants), not p bytes each; sharded as the scheme shards
+ * params (whole under the plain loop and DDP, the only wrappers that run
+ * it). */
+static void qbase_level(const struct theory_desc *d, const struct zs_config *c, const struct theory_bytes *b,
+                        enum zs_scheme scheme, unsigned world, struct theory_row *r)
+{
+	struct theory_qbase q;
+	theory_qbase(&d->params, c->double_quant, &q);
+	int shard = zs_shards[scheme][ZS_STATE_PARAMS] == ZS_SHARD && world > 1;
+	uint64_t less = q.weights * b->p - q.held;
+	if (shard)
+		less /= world;
+	int cat = b->master != 0 ? ZS_CAT_PARAM16 : ZS_CAT_PARAM32;
+	r->floor.resident_bytes -= (double)less;
+	r->peak.states.resident_bytes -= less;
+	r->peak.states.resident_breakdown[cat] -= less;
+	r->peak.peak_breakdown[cat] -= less;
+	r->peak.peak_bytes -= less;
+}
+
 void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs_unit unit,
                 unsigned world, struct theory_row *r)
 {
@@ -370,6 +393,8 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 	theory_floor_accum(psi, psi_t, scheme, world, &s.bytes, req->config->grad_accum, &r->floor);
 	if (req->model != NULL) {
 		theory_peak_of(req->model, &d->params, &req->act, &s.bytes, b, scheme, unit, world, &r->peak);
+		if (req->config->quant_nf4)
+			qbase_level(d, req->config, &s.bytes, scheme, world, r);
 		/* the PyTorch step (--wrapper none, ddp, fsdp) describes SDPA's
 		 * kernels itself (util/autograd.c, theory_autograd_check passed),
 		 * whether --attn sdpa was given or is 2.x's default */
