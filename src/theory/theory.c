@@ -38,6 +38,7 @@
 
 #include "theory/theory.h"
 #include "util/schedule.h"
+#include "util/nf4.h"
 #include "util/util.h"
 
 void theory_bytes_per_param(enum zs_precision pr, enum zs_optimizer opt,
@@ -354,16 +355,16 @@ double theory_request_usable(const struct theory_request *req)
 }
 
 /* QLoRA's 4-bit base at the paper level and in the floor (docs/finetune.md,
- * "The paper level of a 4-bit base"): the base's linear weights held as
- * bitsandbytes stores them (theory_qbase: n/2 packed, the absmax and the
- * per-layer constants), not p bytes each; sharded as the scheme shards
- * params (whole under the plain loop and DDP, the only wrappers that run
- * it). */
+ * "What zerosim predicts for LoRA"): the base's linear weights held as
+ * bitsandbytes stores them (util/nf4.h's nf4_base_count: n/2 packed, the
+ * absmax and the per-layer constants), not p bytes each; sharded as the
+ * scheme shards params (whole under the plain loop and DDP, the only
+ * wrappers that run it). */
 static void qbase_level(const struct theory_desc *d, const struct zs_config *c, const struct theory_bytes *b,
                         enum zs_scheme scheme, unsigned world, struct theory_row *r)
 {
-	struct theory_qbase q;
-	theory_qbase(&d->params, c->double_quant, &q);
+	struct nf4_base q;
+	nf4_base_count(&d->params, c->double_quant, &q);
 	int shard = zs_shards[scheme][ZS_STATE_PARAMS] == ZS_SHARD && world > 1;
 	uint64_t less = q.weights * b->p - q.held;
 	if (shard)

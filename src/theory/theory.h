@@ -791,19 +791,6 @@ void theory_framework_json(cJSON *schedule, const struct theory_request *req, en
 void theory_framework_row_json(cJSON *row, const struct theory_request *req, enum zs_scheme scheme,
                                enum zs_unit unit, unsigned world);
 
-/* QLoRA's 4-bit base (--quant-base nf4) from the description's shapes:
- * the linear layers util/autograd.c quantizes (every 2-D weight but the
- * embeddings and the output embedding, not LoRA's adapters; a fused
- * tensor's parts each a layer), their weights, the bytes bitsandbytes
- * stores for them (util/nf4.h's nf4_layer_bytes a layer, the one dynamic
- * map once with double quantization), the base's other elements (kept at
- * p bytes) and the largest layer's weights. The one count of the 4-bit
- * base that the text's note, the paper level and the floors use. */
-struct theory_qbase {
-	uint64_t layers, weights, held, rest, largest;
-};
-void theory_qbase(const struct step_params *p, int double_quant, struct theory_qbase *q);
-
 /* The framework's lines for the text output, or NULL for the paper's
  * (the caller frees it). */
 char *theory_framework_text(const struct theory_request *req);

@@ -233,43 +233,15 @@ static const char model_note[] = " On a transformer each unit's first table judg
                                  "row's \"schedule\" in --out's JSON), with the paper's level (Korthikanti's "
                                  "activations) beside it as the reference.";
 
-void theory_qbase(const struct step_params *p, int double_quant, struct theory_qbase *q)
-{
-	char name[256];
-	uint64_t shared = 0;
-
-	*q = (struct theory_qbase){0};
-	for (size_t i = 0; i < p->ntensors; i++) {
-		const struct step_tensor *t = &p->tensor[i];
-		if (p->module[t->module].adapter != NULL) /* LoRA's lora_A, lora_B: trained, not quantized */
-			continue;
-		step_tensor_name(p, i, name, sizeof name);
-		if (t->ndim != 2 || strcmp(t->leaf, "weight") != 0 || strstr(name, "lm_head") || strstr(name, "wte") ||
-		    strstr(name, "wpe") || strstr(name, "embed_tokens")) {
-			q->rest += t->numel;
-			continue;
-		}
-		unsigned parts = t->nparts ? t->nparts : 1;
-		for (unsigned k = 0; k < parts; k++) {
-			uint64_t e = t->nparts ? t->part_rows[k] * t->shape[1] : t->numel;
-			struct nf4_bytes b;
-			nf4_layer_bytes(&b, e, double_quant);
-			q->weights += e, q->held += b.total, shared = b.shared, q->layers++;
-			q->largest = e > q->largest ? e : q->largest;
-		}
-	}
-	q->held += shared; /* double quantization: the one dynamic map */
-}
-
 /* --quant-base nf4: what the 4-bit base holds, from the shapes
- * (theory_qbase), and its largest dequantized temporary; NULL without it. */
+ * (nf4_base_count), and its largest dequantized temporary; NULL without it. */
 static char *qlora_text(const struct theory_request *req)
 {
 	const struct zs_config *c = req->config;
 	if (!c->quant_nf4 || req->desc == NULL || !req->desc->has_params)
 		return NULL;
-	struct theory_qbase q;
-	theory_qbase(&req->desc->params, c->double_quant, &q);
+	struct nf4_base q;
+	nf4_base_count(&req->desc->params, c->double_quant, &q);
 	return zs_asprintf("\n4-bit base (--quant-base nf4%s): bitsandbytes' Linear4bit in place of %llu base linear "
 	                   "layers (%llu weights): %.2f GB as NF4, packed codes and %s (%.3f bits a weight, %.2f GB in "
 	                   "fp32); the embeddings, norms and head stay fp32 (%.2f GB). Each layer's forward and "

@@ -24,6 +24,7 @@
 #include "util/buf.h"
 #include "util/lora.h"
 #include "util/step.h"
+#include "util/nf4.h"
 #include "util/util.h"
 
 #define GB 1e9
@@ -476,11 +477,11 @@ static void table_text(struct zs_buf *t, const struct theory_request *req, enum 
 		              c->lora_r, targets != NULL ? targets : "?",
 		              theory_grouped(tn, sizeof tn, theory_request_trained(req)),
 		              theory_grouped(pn, sizeof pn, theory_request_params(req)), fw, c->quant_nf4 ? "" : ")\n");
-		if (c->quant_nf4) { /* the base's linear weights at their stored bytes (theory_qbase) */
-			struct theory_qbase q;
+		if (c->quant_nf4) { /* the base's linear weights at their stored bytes (util/nf4.h's nf4_base_count) */
+			struct nf4_base q;
 			struct theory_bytes qb;
 			char qn[32], v1[32], v2[32];
-			theory_qbase(&req->desc->params, c->double_quant, &q);
+			nf4_base_count(&req->desc->params, c->double_quant, &q);
 			theory_request_bytes(req, &qb);
 			zs_buf_printf(t, "; with --quant-base nf4%s the paper level and the floors hold the %s weights of the "
 			              "%llu 4-bit linear layers as bitsandbytes stores them, %s (%.3f bits a weight: n/2 "
