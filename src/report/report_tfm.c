@@ -1326,7 +1326,8 @@ static void lora_tex(const struct report_tfm_model *m, struct zs_buf *b)
 	lora_row(m, b, "the adapters' optimizer state", optim, sizeof optim / sizeof *optim, scale);
 	lora_row(m, b, "gathered params, full grads", trans, sizeof trans / sizeof *trans, scale);
 	lora_row(m, b, "activations (the adapters' $x A^\\top$ among them)", acts, 1, scale);
-	lora_row(m, b, "scratch (the adapters' $[B T, r]$ among it)", scratch, 1, scale);
+	lora_row(m, b, m->torch_step || m->ds_step ? "scratch" : "scratch (the adapters' $[B T, r]$ among it)", scratch, 1,
+	         scale);
 	zs_buf_printf(b, "\\midrule\n");
 	lora_row(m, b, "peak", all, sizeof all / sizeof *all, scale);
 	zs_buf_printf(b, "\\bottomrule\n\\end{tabular}\n\\end{center}\n\n");
