@@ -208,6 +208,12 @@ tr -s ' ' <"$tmp/out" | grep -q '^ 1 dp 0.51 - - 2.40 2.91 4.06$' ||
 	fail "gpt2 LoRA r 16 under the PyTorch step: the paper level is not 0.51 + 2.40 GB: $(grep ' dp ' "$tmp/out")"
 grep -qF "(--lora-r 16 on c_attn: 589,824 of 125,029,632 parameters trained" "$tmp/out" ||
 	fail "gpt2 LoRA r 16: the text does not name the trained adapters: $(cat "$tmp/out")"
+# ZeRO-3's largest unit with its grads: the embeddings' 39,385,344
+# elements at 4 B and the largest trained unit's grads, a block's adapters
+# 16·(768 + 2304) = 49,152 at 4 B: 157,737,984 B (main: every element's
+# grads, 315.08 MB)
+grep -qF "39,385,344 elements, 5.52 times a block (7,137,024): ZeRO-3 gathers it whole, 157.74 MB with its grads" \
+	"$tmp/out" || fail "gpt2 LoRA r 16: the largest unit's grads are not the adapters': $(grep 'unit = layer' "$tmp/out")"
 # shellcheck disable=SC2086
 expect 0 --model gpt2 --seq 1024 $lplain --lora-r 16 --format json
 python3 -c "import json, sys

@@ -94,7 +94,7 @@ static int read_freeze(const cJSON *theory, const char *path, const char *where,
 		const cJSON *dq = m->fw.step[ZS_SJ_DOUBLE_QUANT];
 		if (d != NULL && !cJSON_IsNull(d) && !(cJSON_IsNumber(d) && d->valuedouble >= 0 && d->valuedouble < 1))
 			return zs_fail(cause, "%s: \"lora_dropout\" is not a probability in [0, 1)", where);
-		m->lora_dropout = cJSON_IsNumber(d) ? d->valuedouble : 0;
+		m->lora_dropout = d != NULL && cJSON_IsNumber(d) ? d->valuedouble : 0;
 		const char *qs = cJSON_GetStringValue(q);
 		if (q != NULL && !cJSON_IsNull(q) && (qs == NULL || (strcmp(qs, "nf4") != 0 && strcmp(qs, "none") != 0)))
 			return zs_fail(cause, "%s: \"quant_base\" is not nf4 or none", where);

@@ -366,8 +366,16 @@ static void units_text(struct zs_buf *t, const struct theory_request *req, enum 
 	if (largest != u.block)
 		zs_buf_printf(t, ", %.2f times a block (%s)", (double)largest / (double)u.block,
 		              theory_grouped(n2, sizeof n2, (double)u.block));
-	zs_buf_printf(t, ": ZeRO-3 gathers it whole, %s with its grads\n",
-	              amount(v, sizeof v, largest * (b.p + b.g)));
+	/* a frozen or LoRA run: the grads of the largest trained unit only,
+	 * as the paper level counts them (theory_states_trained) */
+	uint64_t with_grads = largest * (b.p + b.g);
+	if (zs_config_trains_part(req->config)) {
+		struct theory_peak pk; /* the paper level alone: no step is walked (not every N is described) */
+		theory_peak_of(m, &req->desc->params, &req->act, &b, req->config->batch, ZS_ZERO3, unit, 2, &pk);
+		with_grads = pk.states.gathered_params + pk.states.full_grads;
+	}
+	zs_buf_printf(t, ": ZeRO-3 gathers it whole, %s with its grads%s\n", amount(v, sizeof v, with_grads),
+	              zs_config_trains_part(req->config) ? " (the trained elements' alone)" : "");
 }
 
 /* Under --framework torch or deepspeed a transformer's headline is the
