@@ -17,15 +17,26 @@
 #     the peak the model's buffers the 4-bit base's storages worked by hand
 #     from bitsandbytes' layout (packed n/2, 8-bit absmax n/64, a 4-byte
 #     constant per 256 blocks, the mean, the 16-entry code, the 256-entry
-#     map copied per layer and once) plus inv_freq;
-#  3. mutations: trainable_params or lora_targets edited under the other,
-#     or trainable_params absent (an older zerosim's), and the PyTorch
-#     step's LoRA under --wrapper deepspeed (no trainable_params), are
-#     refused in one line, exit 2, no diff.json; a measured category 4 bytes off is
+#     map copied per layer and once) plus inv_freq; each loop's gradients
+#     and Adam state against its own paper level over Ψ_t (4Ψ_t each,
+#     Ψ_t = 1,792 by hand), not the whole model's;
+#  3. the PyTorch step's LoRA in the transformer section (DDP N = 2 over
+#     LoRA and over the 4-bit base with double quantization; DeepSpeed's
+#     engine, zero1 N = 2): --strict, no point unexplained, diff.json's Ψ_t
+#     and each floor by hand (4Ψ + 12Ψ_t; the 4-bit base's linear weights
+#     at n/2 + n/64 + 4·ceil(n/64/256) + 4 + 64 + 1,024 a layer and the map
+#     once, not 4n; 4Ψ + 4Ψ_t + 4Ψ_t), a "A LoRA run" paragraph for each;
+#  4. mutations: trainable_params or lora_targets edited under the other,
+#     or trainable_params absent (an older zerosim's), are refused in one
+#     line, exit 2, no diff.json; a measured category 4 bytes off is
 #     unexplained (--strict: exit 1).
 # Against main (4ac954d) part 1 fails: the report refused config.lora_r
 # under zerosim's own step, and part 2 refused the QLoRA loop as the LoRA
-# one "given twice". About 2 s.
+# one "given twice". Against 54d319f part 2's Ψ_t line fails (the loops
+# were judged by the whole model's paper schedule alone) and part 3 (the
+# DeepSpeed run refused for "no trainable_params"; without it, diff.json
+# names no lora_r for the PyTorch step's runs: they were judged as the
+# whole model trained). About 7 s (5 s before part 3).
 set -u
 zerosim=${ZS_BUILDDIR:-.}/zerosim
 src=${srcdir:-.}
@@ -153,10 +164,71 @@ assert "PyTorch 2.6\\\\nf4 dq" in tex and "PyTorch 2.6\\\\fp32 base" in tex, "th
 row = [l for l in tex.splitlines() if l.startswith("the model's buffers & ")][0].rstrip(" \\").split(" & ")
 assert row[-1] == "{:,}".format(q4).replace(",", "\\,"), (row, q4)
 assert "\\item QLoRA's 4-bit base" in tex and "LoRA's dropout on each adapter's input" in tex
+# each plain loop's gradients and Adam state against its own paper level, g and k over Ψ_t
+# (q_proj, v_proj at r 4: 2 blocks of 4·(h + h) + 4·(h + kv)), not the whole model's
+psi_t = L * 4 * (2 * h + h + kv)
+assert psi_t == 1792, psi_t
+g = lambda v: "{:,}".format(v).replace(",", "\\,")
+for lab in ("2.6, fp32 base", "2.6, nf4 dq"):
+    want = "%s $\\Psi_t = %s$ of 225\\,344, gradients" % (lab, g(psi_t))
+    assert want in tex, want
+    at = tex.index(want)
+    assert "against %s~B, Adam's" % g(4 * psi_t) in tex[at:at + 200], tex[at:at + 200]
 print("ok: the LoRA and QLoRA plain loops, the 4-bit base's %d B of buffers by hand" % q4)
 PY
 
-# 3. Mutations.
+# 3. The PyTorch step's LoRA in the transformer section, judged by the
+# adapters (Ψ_t) as zerosim's own step is: DDP N = 2 over LoRA and over the
+# 4-bit base (double quantization), and DeepSpeed's engine (zero1, N = 2;
+# refused before: "no trainable_params"). Each floor worked by hand: DP
+# 4Ψ + 12Ψ_t, with the 4-bit base's linear weights at their stored bytes,
+# zero1 4Ψ + 4Ψ_t + 8Ψ_t/2.
+ddp="--torch-device cpu --attn eager --precision fp32 --seq 16 --batch 2 --lora-r 4 --world 2"
+tm() { # NAME OPTIONS...: theory and measure of one run
+	n=$1
+	shift
+	# shellcheck disable=SC2086
+	"$zerosim" theory --model "$llama" $ddp "$@" --out "$tmp/$n-t.json" 2>"$tmp/err" &&
+		"$zerosim" measure --quiet --model "$llama" $ddp "$@" --out "$tmp/$n-m.json" 2>>"$tmp/err" ||
+		fail "theory/measure $n: $(cat "$tmp/err")"
+}
+tm tddp --framework torch --wrapper ddp --schemes dp
+tm tq --framework torch --wrapper ddp --schemes dp --torch-version 2.6 --quant-base nf4 --double-quant on
+tm tds --framework deepspeed --wrapper deepspeed --torch-version 1.13 --schemes zero1
+report --transformer "$tmp/tddp-t.json" --transformer "$tmp/tddp-m.json" --transformer "$tmp/tq-t.json" \
+	--transformer "$tmp/tq-m.json" --transformer "$tmp/tds-t.json" --transformer "$tmp/tds-m.json" --strict \
+	--out "$tmp/rs" || fail "report of the PyTorch step's LoRA runs (exit $?): $(cat "$tmp/err")"
+python3 - "$tmp/rs/diff.json" "$tmp/rs/transformer.tex" "$llama" <<'PY' || fail "the PyTorch step's LoRA floors"
+import json, sys
+d, tex, cfg = json.load(open(sys.argv[1])), open(sys.argv[2]).read(), json.load(open(sys.argv[3]))
+h, I, L, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
+kv = cfg["num_key_value_heads"] * h // cfg["num_attention_heads"]
+lin = [(h, h), (kv, h), (kv, h), (h, h), (I, h), (I, h), (h, I)] * L  # (out, in)
+n4 = sum(o * i for o, i in lin)
+psi_t = L * 4 * ((h + h) + (h + kv))  # PEFT's q_proj, v_proj at r 4
+psi = 2 * V * h + L * 2 * h + h + n4 + psi_t
+held = 1024  # bitsandbytes with double quantization: the map once, then a layer each
+for o, i in lin:
+    n = o * i
+    blocks = -(-n // 64)
+    held += n // 2 + blocks + 4 * -(-blocks // 256) + 4 + 64 + 1024
+floors = {4 * psi + 12 * psi_t: "torch, LoRA", 4 * (psi - n4) + held + 12 * psi_t: "torch, QLoRA",
+          4 * psi + 4 * psi_t + 8 * psi_t / 2: "deepspeed zero1, LoRA"}
+seen = set()
+for m in d["transformers"]:
+    assert m["lora_r"] == 4 and m["trainable_params"] == psi_t == 1792 and m["params"] == psi, m
+    for pt in m["points"]:
+        assert pt["floor_bytes"] in floors, (m["framework"], pt["floor_bytes"], floors)
+        assert not pt["unexplained"] and pt["measured_bytes"] == pt["schedule_bytes"], pt
+        seen.add(floors[pt["floor_bytes"]])
+assert seen == set(floors.values()), seen
+assert tex.count("\\paragraph{A LoRA run.}") == 3, tex.count("\\paragraph{A LoRA run.}")
+g = lambda v: "{:,}".format(v).replace(",", "\\,")
+assert "and %s B for its $n_4 = %s$ 4-bit linear weights" % (g(held), g(n4)) in tex, (held, n4)
+print("ok: the PyTorch step's LoRA (DDP, QLoRA under DDP, DeepSpeed zero1): floors over Ψ_t = %d by hand" % psi_t)
+PY
+
+# 4. Mutations.
 edit() { # IN OUT PYTHON: OUT is IN's JSON t after PYTHON
 	python3 -c "import json, sys
 t = json.load(open(sys.argv[1]))
@@ -177,12 +249,6 @@ refused "lora_targets edited" "$tmp/e2.json: params 225344 is not the 232896 ele
 edit "$tmp/llama-t.json" "$tmp/e3.json" 'del t["trainable_params"]'
 report --transformer "$tmp/e3.json" --out "$tmp/bad"
 refused "an older theory.json" "config.lora_r without trainable_params"
-# the PyTorch step's LoRA under DeepSpeed's engine: no trainable_params to judge it by
-"$zerosim" theory --model "$llama" --framework deepspeed --wrapper deepspeed --torch-device cpu --attn eager \
-	--precision fp32 --torch-version 1.13 --schemes zero1 --world 2 --seq 16 --batch 2 --lora-r 4 \
-	--out "$tmp/wds.json" || exit 99
-report --transformer "$tmp/wds.json" --out "$tmp/bad"
-refused "LoRA under --wrapper deepspeed" "$tmp/wds.json: config.lora_r under --wrapper deepspeed"
 edit "$tmp/llama-m.json" "$tmp/e4.json" 'r = [r for r in t["runs"] if r["scheme"] == "zero2" and r["world"] == 3][0]
 r["peak_bytes"] += 4
 r["peak_breakdown"]["grad32"] += 4'

@@ -208,6 +208,12 @@ tr -s ' ' <"$tmp/out" | grep -q '^ 1 dp 0.51 - - 2.40 2.91 4.06$' ||
 	fail "gpt2 LoRA r 16 under the PyTorch step: the paper level is not 0.51 + 2.40 GB: $(grep ' dp ' "$tmp/out")"
 grep -qF "(--lora-r 16 on c_attn: 589,824 of 125,029,632 parameters trained" "$tmp/out" ||
 	fail "gpt2 LoRA r 16: the text does not name the trained adapters: $(cat "$tmp/out")"
+# ZeRO-3's largest unit with its grads: the embeddings' 39,385,344
+# elements at 4 B and the largest trained unit's grads, a block's adapters
+# 16·(768 + 2304) = 49,152 at 4 B: 157,737,984 B (main: every element's
+# grads, 315.08 MB)
+grep -qF "39,385,344 elements, 5.52 times a block (7,137,024): ZeRO-3 gathers it whole, 157.74 MB with its grads" \
+	"$tmp/out" || fail "gpt2 LoRA r 16: the largest unit's grads are not the adapters': $(grep 'unit = layer' "$tmp/out")"
 # shellcheck disable=SC2086
 expect 0 --model gpt2 --seq 1024 $lplain --lora-r 16 --format json
 python3 -c "import json, sys
@@ -226,6 +232,44 @@ expect 0 --model "${srcdir:-.}/report/models/llama-tiny.json" --lora-r 4 --lora-
 	--torch-version 2.6 $lplain
 grep -qF "Linear4bit in place of 14 base linear layers (92160 weights)" "$tmp/out" ||
 	fail "QLoRA's 4-bit layers: $(grep Linear4bit "$tmp/out")"
+
+# QLoRA's paper level and floor hold the 4-bit base at its stored bytes
+# (bitsandbytes 0.47.0, docs/finetune.md "QLoRA's 4-bit base"), not 4 B a
+# weight: each of llama-tiny's 14 layers of n weights n/2 packed + 4·n/64
+# absmax + the 64 B code; with double quantization n/2 + n/64 (8-bit
+# absmax) + 4·ceil(n/64/256) + 4 (the mean) + 64 + 1,024 (the map's copy),
+# and the map once (1,024); the rest of the model 4 B an element, the
+# adapters 16 B an element (p + g + k; r 4 on all linear layers:
+# Ψ_t = 2·4·(2·128 + 2·96 + 3·240) = 9,344). main counted 4 B a 4-bit
+# weight: 4·92,160 = 368,640 B where bitsandbytes holds 52,736 (63,888
+# with double quantization).
+for dq in off on; do
+	# shellcheck disable=SC2086
+	expect 0 --model "${srcdir:-.}/report/models/llama-tiny.json" --lora-r 4 --lora-targets all-linear --quant-base nf4 \
+		--double-quant $dq --torch-version 2.6 $lplain --seq 16 --batch 2 --format json
+	mv "$tmp/out" "$tmp/q-$dq.json"
+done
+python3 -c "import json, sys
+cfg = json.load(open(sys.argv[1]))
+h, I, L, V = cfg['hidden_size'], cfg['intermediate_size'], cfg['num_hidden_layers'], cfg['vocab_size']
+kv = cfg['num_key_value_heads'] * h // cfg['num_attention_heads']
+shapes = [(h, h), (kv, h), (kv, h), (h, h), (I, h), (I, h), (h, I)] * L  # (out, in)
+n4 = sum(o * i for o, i in shapes)
+psi_t = sum(4 * (o + i) for o, i in shapes)
+rest = 2 * V * h + L * 2 * h + h  # embeddings, head, the norms: fp32
+for path, dq in ((sys.argv[2], False), (sys.argv[3], True)):
+    held = 1024 if dq else 0
+    for o, i in shapes:
+        n = o * i
+        blocks = -(-n // 64)
+        held += n // 2 + 64 + (blocks + 4 * -(-blocks // 256) + 4 + 1024 if dq else 4 * blocks)
+    states = 4 * rest + held + 16 * psi_t  # the adapters p + g + k
+    t = json.load(open(path)); r = t['rows'][0]
+    assert n4 == 92160 and t['trainable_params'] == psi_t and t['params'] == rest + n4 + psi_t, (n4, psi_t, t['params'])
+    got = (r['floor']['resident_bytes'], r['peak']['resident_bytes'], r['peak']['peak_breakdown']['param32'])
+    assert got == (states, states, 4 * rest + held + 4 * psi_t), (dq, got, states, held)" \
+	"${srcdir:-.}/report/models/llama-tiny.json" "$tmp/q-off.json" "$tmp/q-on.json" >"$tmp/err" 2>&1 ||
+	fail "QLoRA: the paper level's 4-bit base is not its stored bytes: $(cat "$tmp/err")"
 
 # Conflicting options (the rest of the bad input is in cli_errors.sh, which
 # also checks that an existing output survives): exit 2, one line.

@@ -827,6 +827,21 @@ int report_read_schedule(const cJSON *sc, const char *at, const char *lab, unsig
 	return 0;
 }
 
+int report_read_trained(const cJSON *theory, const char *path, const char *what, double params, double *trained,
+                        char **cause)
+{
+	unsigned long long v;
+	if (cJSON_GetObjectItemCaseSensitive(theory, "trainable_params") == NULL)
+		return zs_fail(cause, "%s: config.%s without trainable_params: a theory.json of an older zerosim, "
+		               "whose floors count every parameter as trained; run zerosim theory again", path, what);
+	if (zs_json_uint(theory, "trainable_params", path, 1, 9007199254740991.0, &v, cause) < 0)
+		return -1;
+	*trained = (double)v;
+	if (*trained > params)
+		return zs_fail(cause, "%s: trainable_params %.0f is above params %.0f", path, *trained, params);
+	return 0;
+}
+
 int report_run_departs(const struct report_run *r, enum report_metric m, int *cat)
 {
 	*cat = -1;

@@ -189,6 +189,15 @@ int report_read_key(const cJSON *o, const char *where, enum zs_scheme *s, unsign
  * ranks, a mean over steps. Finite, 0 or more, below 2^53. */
 int report_read_share(const cJSON *o, const char *key, const char *where, double *out, char **cause);
 
+/* A frozen or LoRA run's Ψ_t, the one count every floor and ratio of
+ * such a run is judged by (theory.json's trainable_params: docs/formats.md;
+ * docs/schedule.md, "The floors under --freeze"), checked against its
+ * params Ψ: what = "freeze" or "lora_r", the key that made the run one. A
+ * file without it is an older zerosim's, whose floors counted every
+ * parameter as trained: refused. */
+int report_read_trained(const cJSON *theory, const char *path, const char *what, double params, double *trained,
+                        char **cause);
+
 /* o[key]: a byte count (a whole number from 0 to below 2^53). */
 int report_read_bytes(const cJSON *o, const char *key, const char *where, double *out,
                       char **cause);

@@ -19,6 +19,7 @@
 #include "util/freeze.h"
 #include "util/lora.h"
 #include "util/model.h"
+#include "util/nf4.h"
 #include "util/step.h"
 #include "util/util.h"
 
@@ -77,7 +78,7 @@ static int read_freeze(const cJSON *theory, const char *path, const char *where,
 			return zs_fail(cause, "%s: \"freeze\" is not a pattern of 1 to %d characters", where, ZS_FREEZE_MAX);
 		snprintf(m->freeze, sizeof m->freeze, "%s", fz->valuestring);
 	}
-	if (lr != NULL && !cJSON_IsNull(lr) && !m->torch_step) {
+	if (lr != NULL && !cJSON_IsNull(lr)) {
 		const char *t = cJSON_GetStringValue(m->fw.step[ZS_SJ_LORA_TARGETS]);
 		const cJSON *a = m->fw.step[ZS_SJ_LORA_ALPHA];
 		if (!cJSON_IsNumber(lr) || lr->valuedouble < 1 || lr->valuedouble > 65536 ||
@@ -88,18 +89,21 @@ static int read_freeze(const cJSON *theory, const char *path, const char *where,
 		m->lora_r = lr->valuedouble;
 		m->lora_alpha = a->valuedouble;
 		snprintf(m->lora_targets, sizeof m->lora_targets, "%s", t);
+		/* the PyTorch step's (zerosim's own refuses them) */
+		const cJSON *d = m->fw.step[ZS_SJ_LORA_DROPOUT], *q = m->fw.step[ZS_SJ_QUANT_BASE];
+		const cJSON *dq = m->fw.step[ZS_SJ_DOUBLE_QUANT];
+		if (d != NULL && !cJSON_IsNull(d) && !(cJSON_IsNumber(d) && d->valuedouble >= 0 && d->valuedouble < 1))
+			return zs_fail(cause, "%s: \"lora_dropout\" is not a probability in [0, 1)", where);
+		m->lora_dropout = d != NULL && cJSON_IsNumber(d) ? d->valuedouble : 0;
+		const char *qs = cJSON_GetStringValue(q);
+		if (q != NULL && !cJSON_IsNull(q) && (qs == NULL || (strcmp(qs, "nf4") != 0 && strcmp(qs, "none") != 0)))
+			return zs_fail(cause, "%s: \"quant_base\" is not nf4 or none", where);
+		m->nf4 = qs != NULL && strcmp(qs, "nf4") == 0;
+		m->double_quant = m->nf4 && cJSON_IsTrue(dq);
 	}
 	if (!m->freeze[0] && !m->lora_r)
 		return 0;
-	if (cJSON_GetObjectItemCaseSensitive(theory, "trainable_params") == NULL)
-		return zs_fail(cause, "%s: config.%s without trainable_params: a theory.json of an older zerosim, "
-		               "whose floors count every parameter as trained; run zerosim theory again", path,
-		               m->freeze[0] ? "freeze" : "lora_r");
-	if (read_uint(theory, "trainable_params", path, &m->trained, cause) < 0)
-		return -1;
-	if (m->trained > m->params)
-		return zs_fail(cause, "%s: trainable_params %.0f is above params %.0f", path, m->trained, m->params);
-	return 0;
+	return report_read_trained(theory, path, m->freeze[0] ? "freeze" : "lora_r", m->params, &m->trained, cause);
 }
 
 /* A frozen or LoRA run's trainable_params (and params) against its
@@ -152,6 +156,14 @@ static int check_trained(const cJSON *model, const char *path, struct report_tfm
 		m->lora_n = (double)ls.n;
 		m->lora_rsum = (double)ls.n * ls.r;
 		zs_lora_free(&ls);
+		if (m->nf4) { /* the 4-bit base, from the same shapes the theory counted it from */
+			struct nf4_base q;
+			step_params_build(&p, &hf);
+			nf4_base_count(&p, m->double_quant, &q);
+			step_params_free(&p);
+			m->q4_weights = (double)q.weights;
+			m->q4_held = (double)q.held;
+		}
 	}
 	if ((double)all != m->params)
 		return zs_fail(cause, "%s: params %.0f is not the %llu elements of config.model's shape%s", path, m->params,
@@ -190,11 +202,7 @@ static int read_model(const cJSON *theory, const char *path, struct report_tfm_m
 	const char *wrapper = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "wrapper"));
 	m->torch_step = wrapper != NULL && (strcmp(wrapper, "ddp") == 0 || strcmp(wrapper, "none") == 0 ||
 	                                    strcmp(wrapper, "fsdp") == 0);
-	const cJSON *lr = m->fw.step[ZS_SJ_LORA_R];
-	if (lr != NULL && !cJSON_IsNull(lr) && wrapper != NULL && strcmp(wrapper, "deepspeed") == 0)
-		return zs_fail(cause, "%s: config.lora_r under --wrapper deepspeed: the transformer section takes LoRA "
-		               "of zerosim's own step (--framework paper) only so far (this file has no trainable_params "
-		               "to judge it by)", path);
+	m->ds_step = wrapper != NULL && strcmp(wrapper, "deepspeed") == 0;
 	if (read_freeze(theory, path, where, m, cause) < 0)
 		return -1;
 	/* the PyTorch step's dropout, as its theory.json names it (zerosim's
@@ -1272,10 +1280,13 @@ static void lora_tex(const struct report_tfm_model *m, struct zs_buf *b)
 	zs_buf_printf(b, "\\paragraph{A LoRA run.} \\texttt{-{}-lora-r %.0f -{}-lora-alpha %g} over \\texttt{",
 	              m->lora_r, m->lora_alpha);
 	tex(b, m->lora_resolved);
+	const int own = !m->torch_step && !m->ds_step; /* zerosim's own step, else the PyTorch step's */
 	zs_buf_printf(b, "}%s: %.0f adapters, each a trained lora\\_A $[r, \\mathit{in}]$ and lora\\_B "
-	              "$[\\mathit{out}, r]$ beside its frozen base layer (PEFT's LoraLayer; docs/finetune.md, "
-	              "\\emph{LoRA under the paper's schedule}). $\\Psi_t = ", strcmp(m->lora_targets, "default") == 0 ?
-	              " (PEFT's default for the family)" : "", m->lora_n);
+	              "$[\\mathit{out}, r]$ beside its frozen base layer%s (PEFT's LoraLayer; docs/finetune.md, "
+	              "\\emph{%s}). $\\Psi_t = ", strcmp(m->lora_targets, "default") == 0 ?
+	              " (PEFT's default for the family)" : "", m->lora_n,
+	              m->nf4 ? (m->double_quant ? ", 4-bit NF4 with double quantization" : ", 4-bit NF4") : "",
+	              own ? "LoRA under the paper's schedule" : "What zerosim predicts for LoRA");
 	grouped(b, m->trained);
 	zs_buf_printf(b, "$ (PEFT's count $\\sum r(\\mathit{in}+\\mathit{out})$) of $\\Psi = ");
 	grouped(b, m->params);
@@ -1315,28 +1326,68 @@ static void lora_tex(const struct report_tfm_model *m, struct zs_buf *b)
 	lora_row(m, b, "the adapters' optimizer state", optim, sizeof optim / sizeof *optim, scale);
 	lora_row(m, b, "gathered params, full grads", trans, sizeof trans / sizeof *trans, scale);
 	lora_row(m, b, "activations (the adapters' $x A^\\top$ among them)", acts, 1, scale);
-	lora_row(m, b, "scratch (the adapters' $[B T, r]$ among it)", scratch, 1, scale);
+	lora_row(m, b, m->torch_step || m->ds_step ? "scratch" : "scratch (the adapters' $[B T, r]$ among it)", scratch, 1,
+	         scale);
 	zs_buf_printf(b, "\\midrule\n");
 	lora_row(m, b, "peak", all, sizeof all / sizeof *all, scale);
 	zs_buf_printf(b, "\\bottomrule\n\\end{tabular}\n\\end{center}\n\n");
 	/* the split of the params and the adapters' saved tensors, from the
 	 * description (measured.json has the categories, not the tensors) */
-	zs_buf_printf(b, "Of the params, the frozen base is $p(\\Psi - \\Psi_t) = ");
-	grouped(b, m->p * (m->params - m->trained));
-	zs_buf_printf(b, "$ B and the adapters $p\\Psi_t = ");
+	if (m->nf4) { /* the 4-bit base at its stored bytes (util/nf4.h's nf4_base_count) */
+		zs_buf_printf(b, "Of the params, the frozen base is $p(\\Psi - \\Psi_t - n_4) = ");
+		grouped(b, m->p * (m->params - m->trained - m->q4_weights));
+		zs_buf_printf(b, "$ B of embeddings, norms and head and ");
+		grouped(b, m->q4_held);
+		zs_buf_printf(b, " B for its $n_4 = ");
+		grouped(b, m->q4_weights);
+		zs_buf_printf(b, "$ 4-bit linear weights as bitsandbytes stores them (%.3f bits a weight: $n_4/2$ packed, %s; "
+		              "$p n_4 = ", m->q4_weights > 0 ? m->q4_held * 8 / m->q4_weights : 0.0,
+		              m->double_quant ? "an 8-bit absmax per 64, an fp32 constant per 256 blocks, the codes and maps"
+		                              : "an fp32 absmax per 64 and the 16-entry code");
+		grouped(b, m->p * m->q4_weights);
+		zs_buf_printf(b, "$ B in fp32; the floor and the paper level hold the same)");
+	} else {
+		zs_buf_printf(b, "Of the params, the frozen base is $p(\\Psi - \\Psi_t) = ");
+		grouped(b, m->p * (m->params - m->trained));
+		zs_buf_printf(b, "$ B");
+	}
+	zs_buf_printf(b, " and the adapters $p\\Psi_t = ");
 	grouped(b, m->p * m->trained);
 	zs_buf_printf(b, "$ B, where the scheme keeps params whole (DP, ZeRO-1, ZeRO-2; ZeRO-3 at $N = 1$); the "
-	              "measurement counts them as one category, measured.json naming no tensor. Each adapter saves "
-	              "$x A^\\top$, $[B T, r]$, for lora\\_B's weight gradient: $B T \\sum r \\cdot p = ");
-	grouped(b, bt * m->lora_rsum * m->p);
-	zs_buf_printf(b, "$ B over the %.0f adapters from their layer's forward to its backward, and the backward "
-	              "one $[B T, r]$ scratch (", m->lora_n);
-	grouped(b, bt * m->lora_r * m->p);
-	zs_buf_printf(b, " B); a frozen base linear keeps its input only where an adapter reads it. Not in this step: "
-	              "LoRA's dropout (its saved copies of the input; the paper's step refuses "
-	              "\\texttt{-{}-lora-dropout} above 0) and QLoRA's 4-bit base with its constants and dequantized "
-	              "temporary (\\texttt{-{}-quant-base nf4} runs in the PyTorch step alone): see the PyTorch step's "
-	              "section for those.");
+	              "measurement counts them as one category, measured.json naming no tensor. ");
+	if (own) {
+		zs_buf_printf(b, "Each adapter saves $x A^\\top$, $[B T, r]$, for lora\\_B's weight gradient: $B T \\sum r \\cdot p = ");
+		grouped(b, bt * m->lora_rsum * m->p);
+		zs_buf_printf(b, "$ B over the %.0f adapters from their layer's forward to its backward, and the backward "
+		              "one $[B T, r]$ scratch (", m->lora_n);
+		grouped(b, bt * m->lora_r * m->p);
+		zs_buf_printf(b, " B); a frozen base linear keeps its input only where an adapter reads it. Not in this step: "
+		              "LoRA's dropout (its saved copies of the input; the paper's step refuses "
+		              "\\texttt{-{}-lora-dropout} above 0) and QLoRA's 4-bit base with its constants and dequantized "
+		              "temporary (\\texttt{-{}-quant-base nf4} runs in the PyTorch step alone): see the PyTorch step's "
+		              "section for those.");
+	} else {
+		zs_buf_printf(b, "Each adapted layer's lora\\_B keeps lora\\_A's output $x A^\\top$, $[B T, r]$, for its weight "
+		              "gradient, among the activations (");
+		if (strcmp(m->precision, "fp32") == 0) {
+			zs_buf_printf(b, "$4 B T \\sum r = ");
+			grouped(b, 4 * bt * m->lora_rsum);
+			zs_buf_printf(b, "$ B over the %.0f adapters in fp32", m->lora_n);
+		} else {
+			zs_buf_printf(b, "in the autocast dtype over the %.0f adapters", m->lora_n);
+		}
+		zs_buf_printf(b, "), and a frozen base linear keeps its input only where something else needs it "
+		              "(docs/finetune.md)");
+		if (m->lora_dropout > 0)
+			zs_buf_printf(b, "; LoRA's dropout ($p = %g$) on each adapter's input keeps its noise where the input "
+			              "requires grad and its output in the input's place for lora\\_A, activations too",
+			              m->lora_dropout);
+		if (m->nf4)
+			zs_buf_printf(b, "; the 4-bit base's storages are buffers of its parameters (the params' category), "
+			              "and each use of a 4-bit layer dequantizes its weight into a temporary freed after the "
+			              "product, with PEFT's defensive clone of its result");
+		zs_buf_printf(b, ".");
+	}
 	by_cause(m, "LoRA run's", b);
 }
 

@@ -56,10 +56,16 @@ struct report_tfm_model {
 	 * trainable_params; params without freeze), which its floors count */
 	char freeze[ZS_FREEZE_MAX + 1];
 	double trained;
-	/* --lora-r under zerosim's own step (config.lora_r, 0 without):
-	 * the adapters are Ψ_t, the base frozen (docs/finetune.md); the
-	 * targets as the file names them ("default": the family's) */
-	double lora_r, lora_alpha;
+	/* --lora-r under any step (config.lora_r, 0 without): the adapters
+	 * are Ψ_t, the base frozen (docs/finetune.md); the targets as the
+	 * file names them ("default": the family's); the PyTorch step's
+	 * dropout on the adapters' input and QLoRA's 4-bit base
+	 * (config.quant_base nf4, double_quant) */
+	double lora_r, lora_alpha, lora_dropout;
+	int nf4, double_quant;
+	/* with nf4: the base's 4-bit linear weights and the bytes stored for
+	 * them (util/nf4.h's nf4_base_count over config.model's description) */
+	double q4_weights, q4_held;
 	char lora_targets[ZS_LORA_TARGETS_MAX + 1];
 	/* from the step description (util/lora.h's zs_lora_build over
 	 * config.model): the targets it resolved ("default": PEFT's for the
@@ -68,6 +74,7 @@ struct report_tfm_model {
 	double lora_n, lora_rsum;
 	int tied, flash;
 	int torch_step;                      /* config.wrapper none, ddp or fsdp: the PyTorch step, not zerosim's own */
+	int ds_step;                         /* config.wrapper deepspeed: DeepSpeed's engine over the PyTorch step */
 	int dropout;                         /* the PyTorch step's config.model has a dropout probability > 0 */
 	double u_embeddings, u_block, u_head;   /* elements; u_head 0 when tied */
 	double p, g, k;                      /* bytes per working param, grad, optimizer state */

@@ -281,6 +281,18 @@ static int read_run(struct report_torch_run *r, const cJSON *theory, const char 
 	r->tied = cJSON_IsTrue(tie);
 	if (optional_run_keys(r, cfg, path, cause) < 0)
 		return -1;
+	if (r->freeze[0] || r->lora_r > 0) { /* its own paper level, over Ψ_t */
+		const cJSON *lv = cJSON_GetObjectItemCaseSensitive(row, "peak");
+		double bd[REPORT_NCATS] = { 0 }, level;
+		if (report_read_bytes(theory, "params", path, &r->params, cause) < 0 ||
+		    report_read_trained(theory, path, r->freeze[0] ? "freeze" : "lora_r", r->params, &r->trained, cause) < 0 ||
+		    report_read_bytes(lv, "peak_bytes", path, &level, cause) < 0 ||
+		    report_read_breakdown(lv, "peak_breakdown", path, "the plain loop's paper level", "peak_bytes", level, bd,
+		                          cause) < 0)
+			return -1;
+		r->level_grad = bd[REPORT_CAT_GRAD16] + bd[REPORT_CAT_GRAD32] + bd[REPORT_CAT_FULL_GRADS];
+		r->level_adam = bd[REPORT_CAT_ADAM_M] + bd[REPORT_CAT_ADAM_V] + bd[REPORT_CAT_MOMENTUM];
+	}
 	if (report_read_bytes(cfg, "seq", path, &r->seq, cause) < 0 ||
 	    report_read_bytes(cfg, "batch", path, &r->batch, cause) < 0)
 		return -1;
@@ -697,6 +709,32 @@ static void frozen_item(struct zs_buf *b, const struct report_torch_model *m)
 	per_run_against(b, m, "gradients at the peak", RT_GRAD, "the paper's", m->paper_cls[RT_GRAD]);
 	zs_buf_printf(b, ", ");
 	per_run_against(b, m, "Adam's m and v", RT_ADAM, "the paper's", m->paper_cls[RT_ADAM]);
+	/* and each frozen or LoRA run against its own paper level, whose g
+	 * and k count Ψ_t alone (the whole model's is the column's) */
+	zs_buf_printf(b, "; judged by the trained parameters alone, as each run's own paper level (theory.json's "
+	              "\\texttt{peak}, $g$ and $k$ over $\\Psi_t$) counts them: ");
+	int first = 1;
+	for (size_t k = 0; k < m->nruns; k++) {
+		const struct report_torch_run *r = &m->runs[k];
+		char l[96];
+		if (r->trained <= 0)
+			continue;
+		zs_buf_printf(b, "%s", first ? "" : "; ");
+		first = 0;
+		report_buf_tex(b, report_torch_label(m, k, l, sizeof l));
+		zs_buf_printf(b, " $\\Psi_t = ");
+		report_buf_grouped(b, r->trained);
+		zs_buf_printf(b, "$ of ");
+		report_buf_grouped(b, r->params);
+		zs_buf_printf(b, ", gradients ");
+		bytes(b, r->cls[RT_GRAD]);
+		zs_buf_printf(b, " against ");
+		bytes(b, r->level_grad);
+		zs_buf_printf(b, ", Adam's ");
+		bytes(b, r->cls[RT_ADAM]);
+		zs_buf_printf(b, " against ");
+		bytes(b, r->level_adam);
+	}
 	zs_buf_printf(b, ";\n");
 }
 

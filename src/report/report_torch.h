@@ -72,6 +72,11 @@ struct report_torch_run {
 	char lora_targets[128];              /* config.lora_targets, "" without LoRA */
 	double lora_alpha, lora_dropout;     /* config.lora_alpha, lora_dropout; 0 without LoRA */
 	int nf4, double_quant;               /* config.quant_base "nf4", config.double_quant true */
+	/* a frozen or LoRA run: Ψ, Ψ_t (report_read_trained) and its own paper
+	 * level's grads and Adam state at the peak (rows[0].peak, g and k over
+	 * Ψ_t): what its gradients and Adam's state are judged against; 0
+	 * where every parameter trains */
+	double params, trained, level_grad, level_adam;
 	char precision[16];                  /* config.precision: fp32, amp-bf16 */
 	int tied;
 	double seq, batch;

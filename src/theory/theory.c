@@ -38,6 +38,7 @@
 
 #include "theory/theory.h"
 #include "util/schedule.h"
+#include "util/nf4.h"
 #include "util/util.h"
 
 void theory_bytes_per_param(enum zs_precision pr, enum zs_optimizer opt,
@@ -353,6 +354,29 @@ double theory_request_usable(const struct theory_request *req)
 	return req->device_mem - req->reserve;
 }
 
+/* QLoRA's 4-bit base at the paper level and in the floor (docs/finetune.md,
+ * "What zerosim predicts for LoRA"): the base's linear weights held as
+ * bitsandbytes stores them (util/nf4.h's nf4_base_count: n/2 packed, the
+ * absmax and the per-layer constants), not p bytes each; sharded as the
+ * scheme shards params (whole under the plain loop and DDP, the only
+ * wrappers that run it). */
+static void qbase_level(const struct theory_desc *d, const struct zs_config *c, const struct theory_bytes *b,
+                        enum zs_scheme scheme, unsigned world, struct theory_row *r)
+{
+	struct nf4_base q;
+	nf4_base_count(&d->params, c->double_quant, &q);
+	int shard = zs_shards[scheme][ZS_STATE_PARAMS] == ZS_SHARD && world > 1;
+	uint64_t less = q.weights * b->p - q.held;
+	if (shard)
+		less /= world;
+	int cat = b->master != 0 ? ZS_CAT_PARAM16 : ZS_CAT_PARAM32;
+	r->floor.resident_bytes -= (double)less;
+	r->peak.states.resident_bytes -= less;
+	r->peak.states.resident_breakdown[cat] -= less;
+	r->peak.peak_breakdown[cat] -= less;
+	r->peak.peak_bytes -= less;
+}
+
 void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs_unit unit,
                 unsigned world, struct theory_row *r)
 {
@@ -370,6 +394,8 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 	theory_floor_accum(psi, psi_t, scheme, world, &s.bytes, req->config->grad_accum, &r->floor);
 	if (req->model != NULL) {
 		theory_peak_of(req->model, &d->params, &req->act, &s.bytes, b, scheme, unit, world, &r->peak);
+		if (req->config->quant_nf4)
+			qbase_level(d, req->config, &s.bytes, scheme, world, r);
 		/* the PyTorch step (--wrapper none, ddp, fsdp) describes SDPA's
 		 * kernels itself (util/autograd.c, theory_autograd_check passed),
 		 * whether --attn sdpa was given or is 2.x's default */

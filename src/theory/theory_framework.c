@@ -233,50 +233,27 @@ static const char model_note[] = " On a transformer each unit's first table judg
                                  "row's \"schedule\" in --out's JSON), with the paper's level (Korthikanti's "
                                  "activations) beside it as the reference.";
 
-/* --quant-base nf4: what the 4-bit base holds, from the shapes (the
- * linear layers util/autograd.c quantizes: every 2-D weight but the
- * embeddings and the output embedding, a fused tensor's parts each a
- * layer), and its largest dequantized temporary; NULL without it. */
+/* --quant-base nf4: what the 4-bit base holds, from the shapes
+ * (nf4_base_count), and its largest dequantized temporary; NULL without it. */
 static char *qlora_text(const struct theory_request *req)
 {
 	const struct zs_config *c = req->config;
 	if (!c->quant_nf4 || req->desc == NULL || !req->desc->has_params)
 		return NULL;
-	const struct step_params *p = &req->desc->params;
-	uint64_t n = 0, held = 0, fp32 = 0, largest = 0, layers = 0, shared = 0;
-	char name[256];
-	for (size_t i = 0; i < p->ntensors; i++) {
-		const struct step_tensor *t = &p->tensor[i];
-		if (p->module[t->module].adapter != NULL) /* LoRA's lora_A, lora_B: trained, not quantized */
-			continue;
-		step_tensor_name(p, i, name, sizeof name);
-		if (t->ndim != 2 || strcmp(t->leaf, "weight") != 0 || strstr(name, "lm_head") || strstr(name, "wte") ||
-		    strstr(name, "wpe") || strstr(name, "embed_tokens")) {
-			fp32 += t->numel * 4;
-			continue;
-		}
-		unsigned parts = t->nparts ? t->nparts : 1;
-		for (unsigned k = 0; k < parts; k++) {
-			uint64_t e = t->nparts ? t->part_rows[k] * t->shape[1] : t->numel;
-			struct nf4_bytes b;
-			nf4_layer_bytes(&b, e, c->double_quant);
-			n += e, held += b.total, shared = b.shared, layers++;
-			largest = e > largest ? e : largest;
-		}
-	}
-	held += shared; /* double quantization: the one dynamic map */
+	struct nf4_base q;
+	nf4_base_count(&req->desc->params, c->double_quant, &q);
 	return zs_asprintf("\n4-bit base (--quant-base nf4%s): bitsandbytes' Linear4bit in place of %llu base linear "
 	                   "layers (%llu weights): %.2f GB as NF4, packed codes and %s (%.3f bits a weight, %.2f GB in "
 	                   "fp32); the embeddings, norms and head stay fp32 (%.2f GB). Each layer's forward and "
 	                   "backward dequantizes its weight into an fp32 temporary, freed after its matmul (the "
 	                   "largest %.2f MB), and PEFT clones an adapted layer's output (docs/finetune.md, \"QLoRA's "
 	                   "4-bit base\").\n",
-	                   c->double_quant ? " --double-quant on" : "", (unsigned long long)layers,
-	                   (unsigned long long)n, (double)held / 1e9,
+	                   c->double_quant ? " --double-quant on" : "", (unsigned long long)q.layers,
+	                   (unsigned long long)q.weights, (double)q.held / 1e9,
 	                   c->double_quant ? "an 8-bit absmax per 64 with an fp32 constant per 256 blocks"
 	                                   : "an fp32 absmax per 64",
-	                   n ? (double)held * 8 / (double)n : 0.0, (double)n * 4 / 1e9, (double)fp32 / 1e9,
-	                   (double)largest * 4 / 1e6);
+	                   q.weights ? (double)q.held * 8 / (double)q.weights : 0.0, (double)q.weights * 4 / 1e9,
+	                   (double)q.rest * 4 / 1e9, (double)q.largest * 4 / 1e6);
 }
 
 char *theory_framework_text(const struct theory_request *req)

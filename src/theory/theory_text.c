@@ -24,6 +24,7 @@
 #include "util/buf.h"
 #include "util/lora.h"
 #include "util/step.h"
+#include "util/nf4.h"
 #include "util/util.h"
 
 #define GB 1e9
@@ -365,8 +366,16 @@ static void units_text(struct zs_buf *t, const struct theory_request *req, enum 
 	if (largest != u.block)
 		zs_buf_printf(t, ", %.2f times a block (%s)", (double)largest / (double)u.block,
 		              theory_grouped(n2, sizeof n2, (double)u.block));
-	zs_buf_printf(t, ": ZeRO-3 gathers it whole, %s with its grads\n",
-	              amount(v, sizeof v, largest * (b.p + b.g)));
+	/* a frozen or LoRA run: the grads of the largest trained unit only,
+	 * as the paper level counts them (theory_states_trained) */
+	uint64_t with_grads = largest * (b.p + b.g);
+	if (zs_config_trains_part(req->config)) {
+		struct theory_peak pk; /* the paper level alone: no step is walked (not every N is described) */
+		theory_peak_of(m, &req->desc->params, &req->act, &b, req->config->batch, ZS_ZERO3, unit, 2, &pk);
+		with_grads = pk.states.gathered_params + pk.states.full_grads;
+	}
+	zs_buf_printf(t, ": ZeRO-3 gathers it whole, %s with its grads%s\n", amount(v, sizeof v, with_grads),
+	              zs_config_trains_part(req->config) ? " (the trained elements' alone)" : "");
 }
 
 /* Under --framework torch or deepspeed a transformer's headline is the
@@ -472,10 +481,24 @@ static void table_text(struct zs_buf *t, const struct theory_request *req, enum 
 		              "frozen as get_peft_model freezes it; under --framework %s too the model states, the paper "
 		              "level and its parts and the floors (theory.json's floor) are that run's: p over every "
 		              "parameter, g and k over the adapters, docs/schedule.md \"The floors under --freeze\"; "
-		              "Korthikanti's activations are the base model's, without the adapters' own saved tensors)\n",
+		              "Korthikanti's activations are the base model's, without the adapters' own saved tensors%s",
 		              c->lora_r, targets != NULL ? targets : "?",
 		              theory_grouped(tn, sizeof tn, theory_request_trained(req)),
-		              theory_grouped(pn, sizeof pn, theory_request_params(req)), fw);
+		              theory_grouped(pn, sizeof pn, theory_request_params(req)), fw, c->quant_nf4 ? "" : ")\n");
+		if (c->quant_nf4) { /* the base's linear weights at their stored bytes (util/nf4.h's nf4_base_count) */
+			struct nf4_base q;
+			struct theory_bytes qb;
+			char qn[32], v1[32], v2[32];
+			nf4_base_count(&req->desc->params, c->double_quant, &q);
+			theory_request_bytes(req, &qb);
+			zs_buf_printf(t, "; with --quant-base nf4%s the paper level and the floors hold the %s weights of the "
+			              "%llu 4-bit linear layers as bitsandbytes stores them, %s (%.3f bits a weight: n/2 "
+			              "packed, %s), not p = %u bytes each (%s))\n", c->double_quant ? " --double-quant on" : "",
+			              theory_grouped(qn, sizeof qn, (double)q.weights), (unsigned long long)q.layers,
+			              amount(v1, sizeof v1, q.held), q.weights ? (double)q.held * 8 / (double)q.weights : 0.0,
+			              c->double_quant ? "an 8-bit absmax per 64 and an fp32 constant per 256 blocks"
+			                              : "an fp32 absmax per 64", qb.p, amount(v2, sizeof v2, q.weights * qb.p));
+		}
 	}
 	if (mem && req->alloc != NULL)
 		zs_buf_printf(t, "(--allocator cuda: the peak's fit and the largest micro-batch are judged on what "
@@ -676,8 +699,126 @@ static unsigned smallest_world(const struct theory_request *req, enum zs_scheme 
 	return found;
 }
 
+/* The framework's exact peak at micro-batch 1 and sequence seq (0 where
+ * the walk has no step for it). */
+static uint64_t peak_at_seq(const struct theory_request *req, enum zs_scheme scheme, enum zs_unit unit,
+                            unsigned world, uint64_t seq)
+{
+	struct zs_config one = *req->config;
+	struct theory_request alt = *req;
+	struct theory_row r;
+	one.batch = 1;
+	alt.config = &one;
+	alt.act.seq = seq;
+	alt.desc = NULL; /* the request's is for its own sequence */
+	theory_row(&alt, scheme, unit, world, &r);
+	return r.model_sched ? r.sched.peak_bytes : 0;
+}
+
+/* Where micro-batch 1 does not fit at the request's sequence under a
+ * framework's exact step: the longest sequence that does (its peak
+ * grows with the sequence: a bisection), 0 where not even one token
+ * fits; *peak its peak. */
+static uint64_t longest_seq(const struct theory_request *req, enum zs_scheme scheme, enum zs_unit unit,
+                            unsigned world, uint64_t *peak)
+{
+	double usable = theory_request_usable(req);
+	uint64_t lo = 0, hi = req->act.seq; /* lo fits (0: none yet), hi does not */
+	*peak = 0;
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2, p = peak_at_seq(req, scheme, unit, world, mid);
+		if (p > 0 && (double)p <= usable)
+			lo = mid, *peak = p;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /* For each scheme where micro-batch 1 does not fit at the largest N of the
  * list: what would (more recomputation, more ranks), or that nothing does. */
+/* One scheme's advice where micro-batch 1 does not fit at N = top (its
+ * row r and headline h): more recomputation, more ranks, or nothing. */
+static void scheme_advice(struct zs_buf *t, const struct theory_request *req, enum zs_unit unit, unsigned top,
+                          enum zs_scheme scheme, const struct theory_row *r0, const struct headline *h)
+{
+	const struct zs_config *c = req->config;
+	double usable = theory_request_usable(req);
+	const struct theory_row *r = r0;
+	char v[32];
+
+	if (c->wrapper == ZS_WRAPPER_DDP && scheme == ZS_ZERO1) {
+		/* ZeroRedundancyOptimizer shards Adam's state alone */
+		zs_buf_printf(t, " more ranks shard Adam's state alone (--wrapper ddp --schemes zero1: "
+		              "ZeroRedundancyOptimizer); the step's activations, grads and buckets are every rank's\n");
+		return;
+	}
+	/* the PyTorch step's one recomputation is Hugging Face's
+	 * gradient checkpointing (--recompute full; not for every
+	 * family: the step's own check says which), named, not sized */
+	const char *ckpt = req->act.recompute == ZS_RECOMPUTE_FULL
+	                           ? ""
+	                           : "; --recompute full (Hugging Face's gradient checkpointing) keeps only each "
+	                             "layer's input";
+	if (c->wrapper == ZS_WRAPPER_DDP) {
+		/* DDP keeps every byte on every rank: N changes nothing */
+		zs_buf_printf(t, " nothing else under DDP (--wrapper ddp: every rank holds the whole step, whatever "
+		              "N); a sharding scheme shards it%s\n", ckpt);
+		return;
+	}
+	if (c->wrapper == ZS_WRAPPER_FSDP) {
+		zs_buf_printf(t, " more ranks shard its parameters, gradients and Adam's state further (--wrapper "
+		              "fsdp)%s\n", ckpt);
+		return;
+	}
+	if (c->wrapper == ZS_WRAPPER_DEEPSPEED) {
+		zs_buf_printf(t, " more ranks shard Adam's state, the fp32 partition and the gradients kept "
+		              "(--wrapper deepspeed); the step's activations, flat parameters and bucket are every "
+		              "rank's\n");
+		return;
+	}
+	if (c->wrapper == ZS_WRAPPER_NONE) {
+		/* the plain loop is one process: no N changes it */
+		zs_buf_printf(t, " nothing else in the plain loop (--wrapper none: one process); a wrapper shards "
+		              "it%s\n", ckpt);
+		return;
+	}
+	const char *sep = " --recompute";
+	for (int rc = (int)req->act.recompute + 1; rc <= ZS_RECOMPUTE_FULL; rc++) {
+		uint64_t mb = max_batch_with(req, (enum zs_recompute)rc, scheme, unit, top);
+		if (mb == 0)
+			continue;
+		zs_buf_printf(t, "%s %s (up to micro-batch %llu)", sep,
+		              zs_recompute_name((enum zs_recompute)rc), (unsigned long long)mb);
+		sep = " or";
+	}
+	int recompute_helps = sep[1] == 'o';
+	char *why = NULL;
+	unsigned n = smallest_world(req, scheme, unit, top, &why);
+	if (why != NULL) {
+		zs_buf_printf(t, "%s N > %u not described: %s\n", recompute_helps ? "; or" : "", top, why);
+		free(why);
+		return;
+	}
+	if (n > 0)
+		zs_buf_printf(t, "%s N = %u or more as it is", recompute_helps ? "; or" : "", n);
+	else if (recompute_helps)
+		zs_buf_printf(t, "; no N up to %u as it is", ZS_MAX_WORLD);
+	else if (h->exact && (double)r->sched.resident_bytes > usable)
+		zs_buf_printf(t, " nothing: its model states alone are %s at N = %u in %s's step%s",
+		              amount(v, sizeof v, r->sched.resident_bytes), top,
+		              zs_framework_name(req->config->framework),
+		              scheme == ZS_DP ? " (dp shards nothing, so no N helps)" : "");
+	else if (!h->exact && (double)r->peak_fixed > usable)
+		zs_buf_printf(t, " nothing: its model states%s alone are %s at N = %u%s",
+		              r->peak_fixed > r->peak.states.resident_bytes ? " and transients" : "",
+		              amount(v, sizeof v, r->peak_fixed), top,
+		              scheme == ZS_DP ? " (dp shards nothing, so no N helps)" : "");
+	else
+		zs_buf_printf(t, " nothing up to N = %u and full recompute", ZS_MAX_WORLD);
+	zs_buf_printf(t, "\n");
+}
+
 static void advice_text(struct zs_buf *t, const struct theory_request *req, enum zs_unit unit)
 {
 	const struct zs_config *c = req->config;
@@ -709,76 +850,19 @@ static void advice_text(struct zs_buf *t, const struct theory_request *req, enum
 			header = 1;
 		}
 		zs_buf_printf(t, "  %-6s", zs_scheme_name(scheme));
-		if (c->wrapper == ZS_WRAPPER_DDP && scheme == ZS_ZERO1) {
-			/* ZeroRedundancyOptimizer shards Adam's state alone */
-			zs_buf_printf(t, " more ranks shard Adam's state alone (--wrapper ddp --schemes zero1: "
-			              "ZeroRedundancyOptimizer); the step's activations, grads and buckets are every rank's\n");
-			continue;
+		scheme_advice(t, req, unit, top, scheme, &r, &h);
+		if (h.exact && req->act.seq > 1 && req->alloc == NULL) {
+			/* the sequence, the other half of the question: how long a
+			 * sequence one micro-batch of the same step fits */
+			uint64_t pk, S = longest_seq(req, scheme, unit, top, &pk);
+			if (S > 0)
+				zs_buf_printf(t, "  %-6s or a shorter sequence: micro-batch 1 fits up to %llu tokens (--seq %llu: "
+				                 "%s's peak %s)\n", "", (unsigned long long)S, (unsigned long long)S,
+				              zs_framework_name(c->framework), amount(v, sizeof v, pk));
+			else
+				zs_buf_printf(t, "  %-6s no shorter sequence either: at micro-batch 1 even one token is over the "
+				                 "usable memory in %s's step\n", "", zs_framework_name(c->framework));
 		}
-		/* the PyTorch step's one recomputation is Hugging Face's
-		 * gradient checkpointing (--recompute full; not for every
-		 * family: the step's own check says which), named, not sized */
-		const char *ckpt = req->act.recompute == ZS_RECOMPUTE_FULL
-		                           ? ""
-		                           : "; --recompute full (Hugging Face's gradient checkpointing) keeps only each "
-		                             "layer's input";
-		if (c->wrapper == ZS_WRAPPER_DDP) {
-			/* DDP keeps every byte on every rank: N changes nothing */
-			zs_buf_printf(t, " nothing else under DDP (--wrapper ddp: every rank holds the whole step, whatever "
-			              "N); a sharding scheme shards it%s\n", ckpt);
-			continue;
-		}
-		if (c->wrapper == ZS_WRAPPER_FSDP) {
-			zs_buf_printf(t, " more ranks shard its parameters, gradients and Adam's state further (--wrapper "
-			              "fsdp)%s\n", ckpt);
-			continue;
-		}
-		if (c->wrapper == ZS_WRAPPER_DEEPSPEED) {
-			zs_buf_printf(t, " more ranks shard Adam's state, the fp32 partition and the gradients kept "
-			              "(--wrapper deepspeed); the step's activations, flat parameters and bucket are every "
-			              "rank's\n");
-			continue;
-		}
-		if (c->wrapper == ZS_WRAPPER_NONE) {
-			/* the plain loop is one process: no N changes it */
-			zs_buf_printf(t, " nothing else in the plain loop (--wrapper none: one process); a wrapper shards "
-			              "it%s\n", ckpt);
-			continue;
-		}
-		const char *sep = " --recompute";
-		for (int rc = (int)req->act.recompute + 1; rc <= ZS_RECOMPUTE_FULL; rc++) {
-			uint64_t mb = max_batch_with(req, (enum zs_recompute)rc, scheme, unit, top);
-			if (mb == 0)
-				continue;
-			zs_buf_printf(t, "%s %s (up to micro-batch %llu)", sep,
-			              zs_recompute_name((enum zs_recompute)rc), (unsigned long long)mb);
-			sep = " or";
-		}
-		int recompute_helps = sep[1] == 'o';
-		char *why = NULL;
-		unsigned n = smallest_world(req, scheme, unit, top, &why);
-		if (why != NULL) {
-			zs_buf_printf(t, "%s N > %u not described: %s\n", recompute_helps ? "; or" : "", top, why);
-			free(why);
-			continue;
-		}
-		if (n > 0)
-			zs_buf_printf(t, "%s N = %u or more as it is", recompute_helps ? "; or" : "", n);
-		else if (recompute_helps)
-			zs_buf_printf(t, "; no N up to %u as it is", ZS_MAX_WORLD);
-		else if (h.exact && (double)r.sched.resident_bytes > usable)
-			zs_buf_printf(t, " nothing: its model states alone are %s at N = %u in %s's step%s",
-			              amount(v, sizeof v, r.sched.resident_bytes), top,
-			              zs_framework_name(req->config->framework),
-			              scheme == ZS_DP ? " (dp shards nothing, so no N helps)" : "");
-		else if (!h.exact && (double)r.peak_fixed > usable)
-			zs_buf_printf(t, " nothing: its model states%s alone are %s at N = %u%s",
-			              r.peak_fixed > r.peak.states.resident_bytes ? " and transients" : "",
-			              amount(v, sizeof v, r.peak_fixed), top,
-			              scheme == ZS_DP ? " (dp shards nothing, so no N helps)" : "");
-		else
-			zs_buf_printf(t, " nothing up to N = %u and full recompute", ZS_MAX_WORLD);
-		zs_buf_printf(t, "\n");
 	}
 }
 

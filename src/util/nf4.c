@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/step.h"
 #include "util/util.h"
 
 /* get_4bit_type("nf4") (functional.py lines 732–749): the published
@@ -213,4 +214,32 @@ void nf4_layer_free(struct nf4_layer *l)
 	free(l->absmax2);
 	free(l->code2);
 	memset(l, 0, sizeof *l);
+}
+
+void nf4_base_count(const struct step_params *p, int double_quant, struct nf4_base *q)
+{
+	char name[256];
+	uint64_t shared = 0;
+
+	*q = (struct nf4_base){0};
+	for (size_t i = 0; i < p->ntensors; i++) {
+		const struct step_tensor *t = &p->tensor[i];
+		if (p->module[t->module].adapter != NULL) /* LoRA's lora_A, lora_B: trained, not quantized */
+			continue;
+		step_tensor_name(p, i, name, sizeof name);
+		if (t->ndim != 2 || strcmp(t->leaf, "weight") != 0 || strstr(name, "lm_head") || strstr(name, "wte") ||
+		    strstr(name, "wpe") || strstr(name, "embed_tokens")) {
+			q->rest += t->numel;
+			continue;
+		}
+		unsigned parts = t->nparts ? t->nparts : 1;
+		for (unsigned k = 0; k < parts; k++) {
+			uint64_t e = t->nparts ? t->part_rows[k] * t->shape[1] : t->numel;
+			struct nf4_bytes b;
+			nf4_layer_bytes(&b, e, double_quant);
+			q->weights += e, q->held += b.total, shared = b.shared, q->layers++;
+			q->largest = e > q->largest ? e : q->largest;
+		}
+	}
+	q->held += shared; /* double quantization: the one dynamic map */
 }

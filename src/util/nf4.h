@@ -107,4 +107,18 @@ void nf4_layer_quantize(struct nf4_layer *l, const float *w, uint64_t n, int dou
 void nf4_layer_dequantize(float *w, const struct nf4_layer *l);
 void nf4_layer_free(struct nf4_layer *l);
 
+/* QLoRA's 4-bit base over a step description (util/step.h): the linear
+ * layers util/autograd.c quantizes (every 2-D weight but the embeddings
+ * and the output embedding, not LoRA's adapters; a fused tensor's parts
+ * each a layer), their weights, the bytes stored for them
+ * (nf4_layer_bytes a layer, the one dynamic map once with double
+ * quantization), the base's other elements (kept at the run's p bytes)
+ * and the largest layer's weights. The one count of the 4-bit base that
+ * the theory's note, its paper level and floors, and the report use. */
+struct step_params;
+struct nf4_base {
+	uint64_t layers, weights, held, rest, largest;
+};
+void nf4_base_count(const struct step_params *p, int double_quant, struct nf4_base *q);
+
 #endif
