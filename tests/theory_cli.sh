@@ -271,6 +271,20 @@ for path, dq in ((sys.argv[2], False), (sys.argv[3], True)):
 	"${srcdir:-.}/report/models/llama-tiny.json" "$tmp/q-off.json" "$tmp/q-on.json" >"$tmp/err" 2>&1 ||
 	fail "QLoRA: the paper level's 4-bit base is not its stored bytes: $(cat "$tmp/err")"
 
+# A micro-batch the exact step does not describe is not filled in by another
+# schedule: under --torch-device cuda the PyTorch step is described to 3,072
+# tokens a step (util/autograd.c, embedding_dense_backward_cuda's fast path),
+# so at seq 64 on 1 GB (where far more would fit) the largest micro-batch is
+# 3072 / 64 = 48, marked, with the step's reason below the table (before,
+# zerosim's own walk stood in for micro-batch 49 and past it, unannounced).
+"$zerosim" theory --model "${srcdir:-.}/report/models/gpt2-tiny.json" --seq 64 --batch 2 --world 1 --schemes dp \
+	--framework torch --wrapper none --torch-version 2.6 --torch-device cuda --attn eager --precision fp32 \
+	--device-mem 1GB >"$tmp/out" 2>"$tmp/err" || fail "cuda's token limit: $(cat "$tmp/err")"
+grep -Eq '^ +1  dp .* yes +yes  48 \+$' "$tmp/out" ||
+	fail "cuda's token limit: the largest micro-batch is not 48, marked: $(grep -E '^ +1  dp ' "$tmp/out")"
+grep -q '^+ the largest micro-batch torch.s exact step describes, not the most that fits: at micro-batch 49 (--torch-device cuda: .*3,072 tokens' "$tmp/out" ||
+	fail "cuda's token limit: no note of micro-batch 49's refusal"
+
 # Conflicting options (the rest of the bad input is in cli_errors.sh, which
 # also checks that an existing output survives): exit 2, one line.
 expect 2 --layers 2,3,1 --largest-unit 5

@@ -744,6 +744,11 @@ void theory_desc_free(struct theory_desc *d);
  * (tests/json_agree). s must have has_phases. */
 enum zs_phase theory_binding_phase(const struct theory_schedule *s);
 
+/* Whether the framework's exact step describes m at micro-batch `batch`
+ * and N = world (1 where it is zerosim's own walk, which describes every
+ * one); 0 with *why (the step's one-line refusal) where the PyTorch step
+ * (zs_wrapper_step) refuses it. */
+int theory_walk_described(const struct theory_request *req, unsigned world, uint64_t batch, char **why);
 /* The largest micro-batch whose framework's exact step (the walk of
  * req->model under req->config's framework, for scheme, unit and N) fits
  * req's usable memory, 0 where micro-batch 1 does not; at_batch is the

@@ -67,6 +67,7 @@ struct headline {
 	uint64_t peak;
 	int fits_peak;
 	uint64_t max_batch;
+	char undescribed[400]; /* where max_batch + 1 is a micro-batch the exact step does not describe: why */
 };
 static void headline_of(const struct theory_request *req, const struct theory_row *r, struct headline *h);
 static void allocator_text(struct zs_buf *t, const struct theory_request *req, enum zs_unit unit);
@@ -395,11 +396,16 @@ static void headline_of(const struct theory_request *req, const struct theory_ro
 {
 	h->exact = framework_headline(req) && r->model_sched;
 	if (!h->exact) {
-		*h = (struct headline){0, r->peak_bytes, r->fits_peak, r->max_batch};
+		*h = (struct headline){0, r->peak_bytes, r->fits_peak, r->max_batch, ""};
 	} else {
 		h->peak = r->sched.peak_bytes;
 		h->fits_peak = req->device_mem > 0 ? (double)h->peak <= theory_request_usable(req) : -1;
 		h->max_batch = req->device_mem > 0 ? theory_walk_max_batch(req, r->scheme, r->unit, r->world, &r->sched) : 0;
+		h->undescribed[0] = '\0';
+		char *why = NULL;
+		if (h->max_batch > 0 && !theory_walk_described(req, r->world, h->max_batch + 1, &why))
+			snprintf(h->undescribed, sizeof h->undescribed, "%s", why != NULL ? why : "not described");
+		free(why);
 	}
 	/* --allocator cuda: what the GPU holds decides, where the step is
 	 * replayed (reserved plus the fixed costs within the usable memory:
@@ -437,6 +443,8 @@ static void table_text(struct zs_buf *t, const struct theory_request *req, enum 
 {
 	const struct zs_config *c = req->config;
 	int mem = req->device_mem > 0, fwh = framework_headline(req), fallback = 0;
+	char undescribed[400] = "";
+	uint64_t after = 0;
 	const char *fw = zs_framework_name(c->framework), *reason = NULL;
 	char v[7][32];
 	uint64_t largest = 0;
@@ -540,7 +548,11 @@ static void table_text(struct zs_buf *t, const struct theory_request *req, enum 
 				else
 					snprintf(v[5], sizeof v[5], "none");
 				zs_buf_printf(t, "  %5s %5s  %s%s", r.fits ? "yes" : "no",
-				              h.fits_peak ? "yes" : "no", v[5], fwh && !h.exact ? " *" : "");
+				              h.fits_peak ? "yes" : "no", v[5], fwh && !h.exact ? " *" : h.undescribed[0] ? " +" : "");
+				if (h.undescribed[0] && !undescribed[0]) {
+					snprintf(undescribed, sizeof undescribed, "%s", h.undescribed);
+					after = h.max_batch + 1;
+				}
 			}
 			zs_buf_printf(t, "\n");
 			if (fwh && !h.exact && !fallback) {
@@ -552,6 +564,9 @@ static void table_text(struct zs_buf *t, const struct theory_request *req, enum 
 		zs_buf_printf(t, "%s %s's exact step is not available here (%s): %s the paper level's, "
 		              "the reference only.\n", mem ? "*" : "-", fw, reason,
 		              mem ? "the peak's fit and the largest micro-batch marked * are" : "the peak is");
+	if (undescribed[0])
+		zs_buf_printf(t, "+ the largest micro-batch %s's exact step describes, not the most that fits: at "
+		              "micro-batch %llu (%s)\n", fw, (unsigned long long)after, undescribed);
 }
 
 /* Under a framework, the walk's peak of each phase of the step (enum

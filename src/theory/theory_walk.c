@@ -1451,6 +1451,14 @@ static uint64_t walk_peak_at(const struct theory_request *req, enum zs_scheme sc
 	return s.peak_bytes;
 }
 
+int theory_walk_described(const struct theory_request *req, unsigned world, uint64_t batch, char **why)
+{
+	struct theory_schedule s;
+	if (req->model == NULL || !zs_wrapper_step(req->config))
+		return 1;
+	return theory_autograd_schedule(req->model, req->config, batch, req->act.seq, world, &s, why) == 0;
+}
+
 uint64_t theory_walk_max_batch(const struct theory_request *req, enum zs_scheme scheme, enum zs_unit unit,
                                unsigned world, const struct theory_schedule *at_batch)
 {
