@@ -468,6 +468,8 @@ int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, const st
 static void made_pg_of(const struct ag_step *s, const struct ag_event *src, size_t n, const unsigned char *is_pg,
                        unsigned char *made)
 {
+	if (src == NULL) /* no such list (a step without a first step of its own) */
+		return;
 	for (size_t i = 0; i < n; i++) {
 		const struct ag_event *e = &src[i];
 		if (e->kind == AG_EV_OP && e->phase == ZS_PH_BACKWARD && e->op == AG_OP_COPY && into_pg(s, e, is_pg))
