@@ -14,8 +14,10 @@
 #     micro-step (gpt2 zeros, llama set_to_none) and without (gpt2);
 #     theory and measure (both ranks) as above; PyTorch's all-reduces per
 #     micro-step [0, 1] with no_sync and [1, 1] without; zerosim's comm per
-#     optimizer step, theory equal to measure, K times as much without
-#     no_sync as with it.
+#     optimizer step, theory equal to measure, one synchronized
+#     micro-step more without no_sync than with it (the buckets' rebuild
+#     broadcasts, once in the run, in both); every case's first step's
+#     peak too (its own list: PyTorch's step_peaks[0]).
 #   - with --freeze (embeddings, all-but-last:1, blocks:A-B): gpt2 and
 #     llama, K = 2 and 3, both zero_grad modes, DDP N = 2 with and without
 #     no_sync: tests/ft_torch.py --freeze --grad-accum, as above; and
@@ -97,8 +99,9 @@ case_() {
 			exit 99
 		fi
 	done
+	# (and the first step's peak, its own list: PyTorch's step_peaks[0])
 	"$py" "$src/tests/ft_cmp.py" "$tmp/$label.json" "$tmp/$label.theory.json" "$tmp/$label.measure.json" "$label" \
-		--comm || status=1
+		--comm --first || status=1
 }
 
 cases() {
@@ -245,6 +248,18 @@ EOF
 done
 
 # PyTorch's all-reduces per micro-step, and zerosim's comm per optimizer step
+# (a mean over the run's steps: the buckets' rebuild, once in the run, at
+# step 1's second forward without no_sync() and at step 2's first with it,
+# broadcasts its int32 indices and sizes in both; one step with no_sync()
+# rebuilds nothing, so its comm is one synchronized micro-step's, which is
+# what the run without no_sync() moves beyond the run with it)
+# shellcheck disable=SC2086
+if ! "$zerosim" theory --model "$tmp/tiny-gpt2.json" --seq 32 --batch 2 --precision fp32 --schemes dp --world 2 \
+	--steps 1 --framework torch --wrapper ddp --torch-version $version --torch-device cpu --attn eager \
+	--optimizer-impl single --zero-grad zeros --grad-accum 2 --ddp-no-sync on --out "$tmp/one-step.json" 2>"$tmp/err"; then
+	echo "ft_accum: FAIL: zerosim theory --steps 1: $(cat "$tmp/err")" >&2
+	exit 99
+fi
 "$py" - "$tmp" <<'EOF' || status=1
 import json, os, sys
 tmp = sys.argv[1]
@@ -257,8 +272,10 @@ if on["allreduce_per_micro"] != [0, 1] or off["allreduce_per_micro"] != [1, 1]:
                f"{off['allreduce_per_micro']} without (want [0, 1] and [1, 1])")
 c_on = load("ddp2-gpt2-k2-nosync.theory.json")["rows"][0]["schedule"]["comm_bytes_per_rank_per_step"]
 c_off = load("ddp2-gpt2-k2-sync.theory.json")["rows"][0]["schedule"]["comm_bytes_per_rank_per_step"]
-if c_off != 2 * c_on or c_on <= 0:
-    bad.append(f"zerosim's comm per optimizer step {c_on:,} B with no_sync, {c_off:,} without (want twice)")
+c_one = load("one-step.json")["rows"][0]["schedule"]["comm_bytes_per_rank_per_step"]
+if abs(c_off - c_on - c_one) > 1e-6 or c_one <= 0 or c_on <= c_one:
+    bad.append(f"zerosim's comm per optimizer step {c_on:,} B with no_sync, {c_off:,} without: not one "
+               f"synchronized micro-step ({c_one:,} B, step 1 with no_sync alone) apart")
 print(("FAIL: " if bad else "ok: ") + (("; ".join(bad)) if bad else
       f"DDP N=2 K=2: PyTorch all-reduces per micro-step {on['allreduce_per_micro']} with no_sync, "
       f"{off['allreduce_per_micro']} without; zerosim's comm per optimizer step {c_on:,} and {c_off:,} B"))

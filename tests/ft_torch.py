@@ -633,7 +633,8 @@ def run(a, rank=0, world=1):
         # (FSDP's flat parameters are each rank's own shard: not compared)
         out["trained_equal_across_ranks"] = None if a.fsdp else len({e[1] for e in every}) == 1
         if a.zero1:  # every rank's figures (its own optimizer state): rank 0's JSON holds them all
-            keys = ("between_steps", "peak", "peak_phase", "peak_after", "boundaries", "persistent", "losses")
+            keys = ("between_steps", "peak", "peak_phase", "peak_after", "boundaries", "persistent", "losses",
+                    "step_peaks")
             every = [None] * world
             dist.all_gather_object(every, {k: out[k] for k in keys})
             out["ranks"] = every

@@ -74,7 +74,7 @@ for phase in add check; do
 		ft_case "$version" "$m" "$zg" "$K" "--world $world --zero1 --no-sync $([ "$ns" = on ] && echo 1 || echo 0) $rargs" \
 			"--precision $prec --schemes zero1 --world $world --wrapper ddp $zargs"
 		[ $phase = add ] && continue
-		"$py" "$src/tests/zero1_cmp.py" "$ref" "$tmp/theory.json" "$tmp/measure.json" "$label" || status=1
+		"$py" "$src/tests/zero1_cmp.py" "$ref" "$tmp/theory.json" "$tmp/measure.json" "$label" --first || status=1
 	done <"$tmp/cases"
 
 	# The losses: zerosim's run written as a case (measure --write-case: the

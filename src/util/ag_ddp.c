@@ -389,14 +389,20 @@ static void rebuild(struct ag_pass *p, const struct ddp_run *r, const struct lay
 }
 
 /* One list of the step, src[0..nsrc), into p's list, its hooks on the
- * buckets of L; `old` (or NULL): the buckets this list's first forward
- * rebuilds into L's (rebuild). 0, or -1 with *cause. */
+ * buckets of L; `old` (or NULL): the buckets the forward of micro-step
+ * `rebuild_micro` (the first forward after the first synchronized
+ * backward: 0 in the second step's list, 1 in a first step whose first
+ * micro-step synchronizes) rebuilds into L's (rebuild), the hooks before
+ * it on old's. 0, or -1 with *cause. */
 static int ddp_list(struct ag_pass *p, const struct ddp_run *r, const struct layout *L, const struct layout *old,
-                    const struct ag_event *src, size_t nsrc, char **cause)
+                    unsigned rebuild_micro, const struct ag_event *src, size_t nsrc, char **cause)
 {
 	struct ag_step *s = p->s;
 	const struct ag_options *o = r->o;
-	size_t ngrads = r->ngrads, nused = r->nused, nbuckets = L->nbuckets;
+	size_t ngrads = r->ngrads, nused = r->nused;
+	/* the buckets the hooks write: old's until the rebuild, then L's */
+	const struct layout *B = old != NULL && rebuild_micro > 0 ? old : L;
+	size_t nbuckets = B->nbuckets, nmax = old != NULL && old->nbuckets > L->nbuckets ? old->nbuckets : L->nbuckets;
 	/* each hook's event in the list: the first micro-step's, in the
 	 * ready order (the later micro-steps' found as they come), and the
 	 * grad it names (this list's own: under set_to_none the first step's
@@ -427,7 +433,7 @@ static int ddp_list(struct ag_pass *p, const struct ddp_run *r, const struct lay
 		               "backward", nat, nused);
 	}
 	const uint32_t *ready = mine;
-	size_t *npend = zs_malloc((nbuckets ? nbuckets : 1) * sizeof *npend); /* each micro-step's count */
+	size_t *npend = zs_malloc((nmax ? nmax : 1) * sizeof *npend); /* each micro-step's count */
 	/* the step: K micro-steps (--grad-accum; one at K = 1), each a DDP
 	 * forward and backward. Under no_sync() (micro-steps 0..K-2 with
 	 * --ddp-no-sync on) forward skips reducer.prepare_for_backward
@@ -442,7 +448,7 @@ static int ddp_list(struct ag_pass *p, const struct ddp_run *r, const struct lay
 	size_t g = 0, next = 0;
 	unsigned K = o->grad_accum ? o->grad_accum : 1, micro = 0;
 	int in_forward = 0, sync = !(o->ddp_no_sync && K > 1), sync_bufs = 1, rc = 0, rebuilt = old == NULL;
-	memcpy(npend, L->pending, nbuckets * sizeof *npend);
+	memcpy(npend, B->pending, nbuckets * sizeof *npend);
 	/* find_unused: the model's outputs once the sink has cloned them
 	 * (NO before), and the clones the loop holds in their place */
 	uint32_t out_loss = NO, out_logits = NO, clone_loss = NO, clone_logits = NO;
@@ -474,12 +480,12 @@ static int ddp_list(struct ag_pass *p, const struct ddp_run *r, const struct lay
 			 * zeros, the bits of the grad zero_grad zeroed */
 			if (sync)
 				for (size_t k = 0; k < ngrads; k++)
-					agp_op(p, ZS_PH_BACKWARD, AG_OP_COPY, L->bview[k], ready[k]);
+					agp_op(p, ZS_PH_BACKWARD, AG_OP_COPY, B->bview[k], ready[k]);
 			if (is_micro(e)) {
 				micro++;
 				in_forward = 0;
 				g = next = 0;
-				memcpy(npend, L->pending, nbuckets * sizeof *npend);
+				memcpy(npend, B->pending, nbuckets * sizeof *npend);
 				sync = !(o->ddp_no_sync && micro + 1 < K);
 			}
 		}
@@ -487,9 +493,12 @@ static int ddp_list(struct ag_pass *p, const struct ddp_run *r, const struct lay
 		if (is_mark(e, "phase:forward") && !in_forward) {
 			in_forward = 1;
 			agp_record_function(p, o, ZS_PH_FORWARD);
-			if (!rebuilt) {
+			if (!rebuilt && micro == rebuild_micro) {
 				rebuild(p, r, old, L);
 				rebuilt = 1;
+				B = L;
+				nbuckets = L->nbuckets;
+				memcpy(npend, L->pending, nbuckets * sizeof *npend);
 			}
 			if (sync_bufs)
 				broadcast_coalesced(p, r->st, r->nbuf, AG_DDP_BROADCAST_BUCKET_BYTES, ZS_PH_FORWARD);
@@ -522,16 +531,16 @@ static int ddp_list(struct ag_pass *p, const struct ddp_run *r, const struct lay
 			uint32_t f = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
 			agp_alloc(p, f, ZS_PH_BACKWARD);
 			agp_op(p, ZS_PH_BACKWARD, AG_OP_COPY, w, f);
-			agp_op(p, ZS_PH_BACKWARD, AG_OP_MUL_SCALAR, ready[h], L->bview[h])->arg[0] = 1.0 / r->world;
+			agp_op(p, ZS_PH_BACKWARD, AG_OP_MUL_SCALAR, ready[h], B->bview[h])->arg[0] = 1.0 / r->world;
 			agp_free(p, f, ZS_PH_BACKWARD);
 			agp_free(p, w, ZS_PH_BACKWARD);
 			/* mark_bucket_ready: the buckets are reduced in the
 			 * reducer's order, each once it and those before it are
 			 * complete (in ready order, the one just completed) */
-			npend[L->bucket_of[h]]--;
+			npend[B->bucket_of[h]]--;
 			int reduced = 0;
 			for (; next < nbuckets && npend[next] == 0; next++, reduced = 1)
-				agp_op(p, ZS_PH_BACKWARD, AG_OP_ALL_REDUCE_SUM_, L->buckets[next], L->buckets[next]);
+				agp_op(p, ZS_PH_BACKWARD, AG_OP_ALL_REDUCE_SUM_, B->buckets[next], B->buckets[next]);
 			/* the last bucket reduced: mark_variable_ready's
 			 * all_reduce_local_used_map (local_used_map_dev_.copy_(
 			 * local_used_map_), then its all-reduce) */
@@ -548,7 +557,8 @@ static int ddp_list(struct ag_pass *p, const struct ddp_run *r, const struct lay
 	if (rc == 0 && r->find_unused && out_loss == NO)
 		rc = zs_fail(cause, "--ddp-find-unused: internal error: the step has no phase:backward mark");
 	if (rc == 0 && !rebuilt)
-		rc = zs_fail(cause, "--wrapper ddp: internal error: the second step has no phase:forward mark");
+		rc = zs_fail(cause, "--wrapper ddp: internal error: the list has no forward at micro-step %u to rebuild "
+		             "the buckets in", rebuild_micro);
 	free(at);
 	free(mine);
 	free(npend);
@@ -567,11 +577,10 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 		return zs_fail(cause, "--wrapper ddp: internal error: the step has no phase:forward mark");
 	/* the first step as a list of its own (ag_options.step1): not with
 	 * find_unused_parameters (its buckets never rebuilt, its unused
-	 * parameters' grads None in step 1: not described) nor under
-	 * accumulation (ag_options_from_config sets neither) */
-	if (s->step1 != NULL && (find_unused || (o->grad_accum ? o->grad_accum : 1) > 1))
-		return zs_fail(cause, "--wrapper ddp: internal error: a first step of its own with find_unused_parameters "
-		               "or accumulation");
+	 * parameters' grads None in step 1 and _DDPSink's clones of step 1's
+	 * own outputs: not described; ag_options_from_config does not set it) */
+	if (s->step1 != NULL && find_unused)
+		return zs_fail(cause, "--wrapper ddp: internal error: a first step of its own with find_unused_parameters");
 	/* The gradients' ready order: each grad's AccumulateGrad in backward
 	 * (the steady step's grads: under set_to_none the first step's own
 	 * list makes others, of the same parameters, left out here). */
@@ -723,19 +732,31 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 	r.nbuf = states(s, sp, st, 0, 1);
 	/* the lists: step 1 on the constructor's bucket, step 2 rebuilding
 	 * them in its forward (ag_step.step2), then the steady step on the
-	 * rebuilt ones; or the steady step alone, every step's */
+	 * rebuilt ones; or the steady step alone, every step's. The reducer
+	 * records the rebuilt order in a synchronized backward's hooks
+	 * (reducer.cpp autograd_hook: push_rebuilt_params, after its
+	 * !expect_autograd_hooks_ return, which no_sync() takes) and rebuilds
+	 * at the next forward (distributed.py 1.13, 1026): under --grad-accum
+	 * K > 1 without no_sync() that is step 1's second micro-step (step 1
+	 * then rebuilds, and step 2 is the steady step); with no_sync() on
+	 * the first K - 1, step 2's first, as at K = 1 */
 	int rc = 0;
-	if (s->step1 != NULL) {
-		rc = ddp_list(p, &r, &L0, NULL, s->step1, s->nstep1, cause);
+	const unsigned K = o->grad_accum ? o->grad_accum : 1;
+	if (s->step1 != NULL && K > 1 && !o->ddp_no_sync) {
+		rc = ddp_list(p, &r, &L, &L0, 1, s->step1, s->nstep1, cause);
+		if (rc == 0)
+			agp_take(p, &s->step1, &s->nstep1);
+	} else if (s->step1 != NULL) {
+		rc = ddp_list(p, &r, &L0, NULL, 0, s->step1, s->nstep1, cause);
 		if (rc == 0)
 			agp_take(p, &s->step1, &s->nstep1);
 		if (rc == 0)
-			rc = ddp_list(p, &r, &L, &L0, s->event, s->nevents, cause);
+			rc = ddp_list(p, &r, &L, &L0, 0, s->event, s->nevents, cause);
 		if (rc == 0)
 			agp_take(p, &s->step2, &s->nstep2);
 	}
 	if (rc == 0)
-		rc = ddp_list(p, &r, &L, NULL, s->event, s->nevents, cause);
+		rc = ddp_list(p, &r, &L, NULL, 0, s->event, s->nevents, cause);
 	if (rc == 0)
 		agp_take(p, &s->event, &s->nevents);
 	free(p->ev);

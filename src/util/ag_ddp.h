@@ -51,9 +51,11 @@
  * (after sync_bucket_indices' broadcast of the int32 indices and sizes)
  * clears it before it makes the new ones (initialize_buckets:
  * buckets_.clear() first). Where the step's first step is a list of its
- * own (ag_step.step1: dp and zero1 at K = 1), the set-up holds that
- * bucket, step 1 runs on it and step 2 (ag_step.step2) rebuilds it in its
- * forward; else the set-up holds the rebuilt buckets and the steady step
+ * own (ag_step.step1: dp and zero1), the set-up holds that bucket, step
+ * 1 runs on it and step 2 (ag_step.step2) rebuilds it in its forward --
+ * the forward after the first synchronized backward: under --grad-accum
+ * K > 1 without no_sync() step 1's second micro-step's, so step 1 holds
+ * the rebuild and step 2 is the steady step; else the set-up holds the rebuilt buckets and the steady step
  * is every step's (only the first step's all-reduce, one not one a
  * bucket, and its place differ, which hold no byte). The layout of several
  * buckets is held to PyTorch's own (the reducer's rebuilt_bucket_sizes) by

@@ -87,15 +87,20 @@ static uint32_t sto(const struct ag_step *s, uint32_t t) { return s->tensor[t].s
  * FSDP's forward or pre-backward hook), unless it is still gathered
  * (SHARD_GRAD_OP kept it: 1.13's FlatParamHandle.unshard, flat_param.py
  * 656-675, only switches to it when needs_unshard() is False). */
-static void unshard(struct ag_pass *p, const struct ag_options *o, struct unit *u, enum zs_phase ph)
+static void unshard_gather(struct ag_pass *p, struct unit *u, enum zs_phase ph)
 {
-	agp_record_function(p, o, ph);
 	u->inuse = 1;
 	if (u->live)
 		return;
 	agp_alloc(p, u->gathered, ph);
 	agp_op(p, ph, AG_OP_ALL_GATHER, u->sh, u->gathered);
 	u->live = 1;
+}
+
+static void unshard(struct ag_pass *p, const struct ag_options *o, struct unit *u, enum zs_phase ph)
+{
+	agp_record_function(p, o, ph);
+	unshard_gather(p, u, ph);
 }
 
 /* BACKWARD_PRE's prefetch (2.6): a pre-backward hook, after its own
@@ -456,174 +461,35 @@ int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, const st
 	return rc;
 }
 
-int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct ag_options *o, unsigned world,
-                  int shard_grad_op, char **cause)
+/* made[g] set for each plain .grad g that list src[0..n) allocates
+ * itself (clone_obey_contract's copy): not those AccumulateGrad took as
+ * they came (which a later micro-step's AccumulateGrad adds into, under
+ * --grad-accum) */
+static void made_pg_of(const struct ag_step *s, const struct ag_event *src, size_t n, const unsigned char *is_pg,
+                       unsigned char *made)
 {
-	if (world < 1)
-		return zs_fail(cause, "--wrapper fsdp: N must be at least 1");
-	size_t nu = 0, iroot = 0;
-	const size_t nt0 = s->ntensors;
-	unsigned char *trained = zs_calloc(nt0 ? nt0 : 1, 1);
-	uint32_t *grad_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *grad_of);
-	agp_trained_params(s, nt0, trained, grad_of);
-	struct unit *u = make_units(s, p, trained, &nu, &iroot);
-	const struct unit *mixed = mixed_unit(u, nu, trained);
-	for (size_t i = 0; i < nu; i++)
-		if (u[i].nparams == 0 || mixed != NULL) {
-			int r = zs_fail(cause, "--wrapper fsdp: internal error: FSDP unit %s holds %s", mixed ? mixed->name : u[i].name,
-			                mixed ? "frozen and trainable parameters" : "no parameter");
-			units_free(u, nu);
-			free(trained);
-			free(grad_of);
-			return r;
-		}
-	struct ag_pass P = {.s = s, .cap_tensors = s->ntensors};
-	struct ag_pass *p_ = &P;
-	/* per original storage: the unit and slot of a parameter (or of its
-	 * plain .grad), and whether it is a plain .grad */
-	int32_t *unit_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *unit_of), *slot_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *slot_of);
-	unsigned char *is_pg = zs_calloc(nt0 ? nt0 : 1, 1), *fed = zs_calloc(nt0 ? nt0 : 1, 1);
-	uint32_t *orig = zs_malloc((nt0 ? nt0 : 1) * sizeof *orig); /* a parameter's stand-in before FSDP */
-	for (size_t t = 0; t < nt0; t++) {
-		unit_of[t] = slot_of[t] = -1;
-		orig[t] = NO;
-	}
-	for (size_t i = 0; i < nu; i++) {
-		struct unit *v = &u[i];
-		v->padded = (v->numel + world - 1) / world * world;
-		v->shard = v->padded / world;
-		v->held = zs_malloc(v->nparams * sizeof *v->held);
-		v->pending = zs_calloc(v->nparams, 1);
-		for (size_t j = 0; j < v->nparams; j++) {
-			v->held[j] = NO;
-			unit_of[v->params[j]] = (int32_t)i;
-			slot_of[v->params[j]] = (int32_t)j;
-		}
-		v->gathered = agp_storage(p_, "_full_param_padded (FSDP's gathered flat parameter)", AG_F32, v->padded, 0,
-		                          ZS_CAT_GATHERED);
-		v->sh = agp_storage(p_, "FlatParameter (this rank's shard)", AG_F32, v->shard, 0, ZS_CAT_PARAM32);
-		s->tensor[v->sh].role = AG_ROLE_PARAM;
-		v->m = agp_storage(p_, "Adam exp_avg (shard)", AG_F32, v->shard, 0, ZS_CAT_ADAM_M);
-		s->tensor[v->m].role = AG_ROLE_ADAM_M;
-		v->v = agp_storage(p_, "Adam exp_avg_sq (shard)", AG_F32, v->shard, 0, ZS_CAT_ADAM_V);
-		s->tensor[v->v].role = AG_ROLE_ADAM_V;
-		v->step = agp_storage(p_, "Adam step", AG_F32, 0, 1, ZS_CAT_ADAM_M);
-		s->tensor[v->step].role = AG_ROLE_ADAM_STEP;
-		if (o->zero_grad == ZS_ZERO_GRAD_ZEROS && !v->frozen) {
-			v->grad = agp_storage(p_, "grad (FSDP's sharded flat gradient)", AG_F32, v->shard, 0, ZS_CAT_GRAD32);
-			s->tensor[v->grad].role = AG_ROLE_GRAD;
-		}
-	}
-	/* the plain loop's .grad storages, each its parameter's unit and slot */
-	for (size_t t = 0; t < nt0; t++) {
-		const struct ag_tensor *x = &s->tensor[t];
-		if (x->storage != t || x->role != AG_ROLE_GRAD)
-			continue;
-		is_pg[t] = 1;
-		if (x->param < 0) { /* an adapter's: its parameter by the optimizer's order */
-			if (grad_of[t] != NO) {
-				unit_of[t] = unit_of[grad_of[t]];
-				slot_of[t] = slot_of[grad_of[t]];
-			}
-			continue;
-		}
-		for (size_t i = 0; i < nu && unit_of[t] < 0; i++)
-			for (size_t j = 0; j < u[i].nparams; j++) {
-				const struct ag_tensor *w = &s->tensor[u[i].params[j]];
-				if (w->param == x->param && w->part == x->part) {
-					unit_of[t] = (int32_t)i;
-					slot_of[t] = (int32_t)j;
-					break;
-				}
-			}
-	}
-	/* the plain .grads the step allocates itself (clone_obey_contract's
-	 * copy): not those AccumulateGrad took as they came (which a later
-	 * micro-step's AccumulateGrad adds into, under --grad-accum) */
-	unsigned char *made_pg = zs_calloc(nt0 ? nt0 : 1, 1);
-	for (size_t i = 0; i < s->nevents; i++) {
-		const struct ag_event *e = &s->event[i];
+	if (src == NULL) /* no such list (a step without a first step of its own) */
+		return;
+	for (size_t i = 0; i < n; i++) {
+		const struct ag_event *e = &src[i];
 		if (e->kind == AG_EV_OP && e->phase == ZS_PH_BACKWARD && e->op == AG_OP_COPY && into_pg(s, e, is_pg))
-			made_pg[sto(s, e->out[0])] = 1;
+			made[sto(s, e->out[0])] = 1;
 	}
-	/* The parameters before FSDP: stand-ins of the set-up's own; the
-	 * model's become views of the unit's gathered flat parameter (and
-	 * every view of them a view of it). */
-	for (size_t i = 0; i < nu; i++)
-		for (size_t j = 0; j < u[i].nparams; j++) {
-			uint32_t w = u[i].params[j], w0 = agp_newt(p_);
-			s->tensor[w0] = s->tensor[w];
-			s->tensor[w0].storage = w0;
-			orig[w] = w0;
-		}
-	for (size_t t = 0; t < nt0; t++) {
-		struct ag_tensor *x = &s->tensor[t];
-		uint32_t w = x->storage;
-		if (unit_of[w] < 0 || is_pg[w] || s->tensor[w].role != AG_ROLE_PARAM)
-			continue;
-		const struct unit *v = &u[unit_of[w]];
-		x->offset += v->off[slot_of[w]];
-		if (t == w)
-			x->bytes = 0;
-	}
-	for (size_t t = 0; t < nt0; t++) {
-		struct ag_tensor *x = &s->tensor[t];
-		uint32_t w = x->storage;
-		if (w < nt0 && orig[w] != NO)
-			x->storage = u[unit_of[w]].gathered;
-	}
-	/* set-up: the model's (its parameters the stand-ins), then FSDP's
-	 * construction, the blocks' units first (the auto-wrap policy wraps
-	 * the children before the root) */
-	for (size_t i = 0; i < s->nsetup; i++)
-		agp_copy_renamed(p_, &s->setup[i], orig, nt0);
-	/* (the policy wraps depth first, children before parents: a block's
-	 * adapters, the block, ..., the root) */
-	size_t *order = units_order(u, nu, iroot), *post = units_postorder(u, nu, iroot);
-	for (size_t k = 0; k < nu; k++) {
-		struct unit *v = &u[post[k]];
-		uint32_t flat = agp_storage(p_, "cat (flatten_params: the unsharded flat parameter)", AG_F32, v->numel, 0,
-		                            ZS_CAT_PARAM32);
-		agp_alloc(p_, flat, ZS_PH_SETUP);
-		for (size_t j = 0; j < v->nparams; j++) {
-			uint32_t w0 = orig[v->params[j]];
-			agp_op(p_, ZS_PH_SETUP, AG_OP_COPY, w0, agp_view_shaped(p_, flat, w0, v->off[j]));
-		}
-		for (size_t j = 0; j < v->nparams; j++)
-			agp_free(p_, orig[v->params[j]], ZS_PH_SETUP);
-		agp_alloc(p_, v->sh, ZS_PH_SETUP);
-		agp_op(p_, ZS_PH_SETUP, AG_OP_SHARD, flat, v->sh);
-		agp_free(p_, flat, ZS_PH_SETUP);
-	}
-	agp_take(p_, &s->setup, &s->nsetup);
-	/* the first step's own, over the shards in the optimizer's order
-	 * (model.parameters(): the root's flat parameter, then the blocks') */
-	for (size_t k = 0; k < nu; k++)
-		if (u[order[k]].grad != NO) {
-			agp_alloc(p_, u[order[k]].grad, ZS_PH_SETUP);
-			agp_op(p_, ZS_PH_SETUP, AG_OP_ZERO_, u[order[k]].grad, u[order[k]].grad);
-		}
-	for (size_t k = 0; k < nu; k++) {
-		const struct unit *v = &u[order[k]];
-		if (v->frozen)
-			continue;
-		agp_alloc(p_, v->step, ZS_PH_SETUP);
-		agp_op(p_, ZS_PH_SETUP, AG_OP_FILL, NO, v->step)->arg[0] = 0;
-		agp_alloc(p_, v->m, ZS_PH_SETUP);
-		agp_op(p_, ZS_PH_SETUP, AG_OP_FILL, NO, v->m)->arg[0] = 0;
-		agp_alloc(p_, v->v, ZS_PH_SETUP);
-		agp_op(p_, ZS_PH_SETUP, AG_OP_FILL, NO, v->v)->arg[0] = 0;
-	}
-	/* --recompute full, as Hugging Face runs it under FSDP: the checkpoint
-	 * inside the unit (FSDP(layer).forward -> GradientCheckpointingLayer's
-	 * __call__ -> checkpoint), so the unit's output is the
-	 * CheckpointFunction's and FSDP's pre-backward hook on it (registered
-	 * by FSDP's forward before any later module's hooks) gathers the unit
-	 * before the rerun, at the mark of that gradient: the one before the
-	 * unit's first "refwd:" mark (pre_at: the unit, or -1) */
-	int32_t *pre_at = zs_malloc((s->nevents ? s->nevents : 1) * sizeof *pre_at);
-	for (size_t i = 0, last = SIZE_MAX; i < s->nevents; i++) {
-		const struct ag_event *e = &s->event[i];
+}
+
+/* --recompute full, as Hugging Face runs it under FSDP: the checkpoint
+ * inside the unit (FSDP(layer).forward -> GradientCheckpointingLayer's
+ * __call__ -> checkpoint), so the unit's output is the
+ * CheckpointFunction's and FSDP's pre-backward hook on it (registered
+ * by FSDP's forward before any later module's hooks) gathers the unit
+ * before the rerun, at the mark of that gradient: the one before the
+ * unit's first "refwd:" mark. Per event of src[0..n): the unit whose
+ * hook runs there, or -1; each such unit marked ckpt. */
+static int32_t *ckpt_hooks(const struct ag_event *src, size_t n, struct unit *u, size_t nu)
+{
+	int32_t *pre_at = zs_malloc((n ? n : 1) * sizeof *pre_at);
+	for (size_t i = 0, last = SIZE_MAX; i < n; i++) {
+		const struct ag_event *e = &src[i];
 		struct unit *v = block_mark(e, u, nu, "refwd", "start");
 		pre_at[i] = -1;
 		if (v != NULL && last != SIZE_MAX) {
@@ -633,25 +499,114 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 		if (e->kind == AG_EV_MARK)
 			last = i;
 	}
-	/* SHARD_GRAD_OP: a frozen block whose output requires no grad (a
-	 * frozen prefix's: no pre-backward hook, no backward mark) keeps the
-	 * copy its first forward gathered for good (_catch_all_reshard skips
-	 * it: the unit's post-forward reshard, 2710-2713, left its flat
-	 * parameter on the shard) -- the first step's own, as Adam's state */
-	for (size_t k = 0; k < nu && shard_grad_op; k++) {
-		struct unit *v = &u[post[k]];
-		int bwd = v->ckpt;
-		for (size_t i = 0; i < s->nevents && !bwd; i++)
-			bwd = block_mark(&s->event[i], u, nu, "bwd", "start") == v;
-		if (v->block < 0 || !v->frozen || bwd)
-			continue;
-		agp_alloc(p_, v->gathered, ZS_PH_SETUP);
-		agp_op(p_, ZS_PH_SETUP, AG_OP_ALL_GATHER, v->sh, v->gathered);
-		v->live = 1;
+	return pre_at;
+}
+
+/* _lazy_init at the run's first forward (1.13's
+ * fully_sharded_data_parallel.py 1812-1866, inside FSDP's
+ * record_function, 2702-2703): _init_param_attributes over the root's
+ * handle, then every other unit's in fsdp_modules' order (the root
+ * first, depth first: `order`), each making _full_param_padded, zeros of
+ * the padded unsharded size (1955-1959), and freeing its storage at once
+ * (_free_storage, 1961); the streams, the buffers' cast (to the device
+ * they are on) and the execution order's data allocate nothing here. */
+static void lazy_init(struct ag_pass *p, const struct unit *u, const size_t *order, size_t nu)
+{
+	for (size_t k = 0; k < nu; k++) {
+		const struct unit *v = &u[order[k]];
+		uint32_t z = agp_storage(p, "zeros (_init_param_attributes' _full_param_padded, then _free_storage)",
+		                         AG_F32, v->padded, 0, ZS_CAT_GATHERED);
+		agp_alloc(p, z, ZS_PH_FORWARD);
+		agp_op(p, ZS_PH_FORWARD, AG_OP_FILL, NO, z)->arg[0] = 0;
+		agp_free(p, z, ZS_PH_FORWARD);
 	}
-	agp_take(p_, &s->first_step, &s->nfirst);
-	/* the step */
+}
+
+/* The first iteration's _check_order (1.13's fully_sharded_data_parallel.py
+ * 547-620, from record_pre_forward, 535, in every unit's _pre_forward,
+ * 2752, before its unshard; is_first_iter until the post-backward
+ * callback's next_iter, 721): whatever the debug level, the handles'
+ * count and indices all-gathered across the ranks and compared rank pair
+ * by rank pair -- int32 zeros(N) and tensor([count]), each pair's `!=` a
+ * bool read by `if` (_local_scalar_dense) and freed; then int32 zeros(N *
+ * count) and tensor(indices) (one handle a unit), the pairs again; the
+ * four freed as it returns, the 4-byte ones first (as 1.13's allocator
+ * saw it at N = 2). The exchanges write nothing zerosim reads: no op. */
+static void check_order(struct ag_pass *p, unsigned world)
+{
+	const enum zs_phase ph = ZS_PH_FORWARD;
+	uint32_t t[4];
+	for (int round = 0; round < 2; round++) {
+		t[round] = agp_storage(p, round ? "world_indices (int32 zeros, _check_order)"
+		                                : "world_num_valid_indices (int32 zeros, _check_order)",
+		                       AG_F32, world, 0, ZS_CAT_SCRATCH);
+		agp_alloc(p, t[round], ph);
+		agp_op(p, ph, AG_OP_FILL, NO, t[round])->arg[0] = 0;
+		t[2 + round] = agp_storage(p, round ? "local_indices (int32, _check_order)"
+		                                    : "local_num_valid_indices (int32, _check_order)",
+		                           AG_F32, 1, 0, ZS_CAT_SCRATCH);
+		agp_alloc(p, t[2 + round], ph);
+		agp_op(p, ph, AG_OP_FILL, NO, t[2 + round])->arg[0] = 1;
+		for (unsigned pair = 0; pair < world * (world - 1) / 2; pair++) {
+			uint32_t ne = agp_storage(p, "ne (bool, _check_order's rank pair)", AG_BOOL, 1, 0, ZS_CAT_SCRATCH);
+			agp_alloc(p, ne, ph);
+			agp_op(p, ph, AG_OP_FILL, NO, ne)->arg[0] = 0;
+			agp_free(p, ne, ph);
+		}
+	}
+	agp_free(p, t[2], ph);
+	agp_free(p, t[3], ph);
+	agp_free(p, t[0], ph);
+	agp_free(p, t[1], ph);
+}
+
+/* Every unit's gradients anew: a list's start, a micro-step's. */
+static void units_anew(struct unit *u, size_t nu)
+{
+	for (size_t k = 0; k < nu; k++) {
+		u[k].ngot = 0;
+		u[k].done = 0;
+		for (size_t j = 0; j < u[k].nparams; j++) {
+			u[k].held[j] = NO;
+			u[k].pending[j] = 0;
+		}
+	}
+}
+
+/* What every list of the run shares (ag_fsdp_apply's). */
+struct fsdp_run {
+	struct ag_pass *p;
+	const struct ag_options *o;
+	struct unit *u;
+	size_t nu, iroot, nt0;
+	const size_t *order;
+	unsigned world;
+	int sgo;
+	const int32_t *unit_of, *slot_of;
+	const unsigned char *is_pg, *made_pg;
+	unsigned char *fed;
+};
+
+/* One list of the step, src[0..nsrc), into r->p's list: the plain loop's
+ * step 1 (first: the grads made by its backward, Adam's state by its
+ * step(); FSDP's _lazy_init at its first forward) or steady step, under
+ * FSDP. 0, or -1 with *cause. */
+static int fsdp_list(const struct fsdp_run *r, const struct ag_event *src, size_t nsrc, int first, char **cause)
+{
+	struct ag_pass *p_ = r->p;
+	struct ag_step *s = p_->s;
+	const struct ag_options *o = r->o;
+	struct unit *u = r->u;
+	const size_t nu = r->nu, iroot = r->iroot, nt0 = r->nt0, *order = r->order;
+	const unsigned world = r->world;
+	const int shard_grad_op = r->sgo;
+	const int32_t *unit_of = r->unit_of, *slot_of = r->slot_of;
+	const unsigned char *is_pg = r->is_pg, *made_pg = r->made_pg;
+	unsigned char *fed = r->fed;
 	const double pre = ag_fsdp_predivide(world);
+	int lazy = first;
+	int32_t *pre_at = ckpt_hooks(src, nsrc, u, nu);
+	units_anew(u, nu);
 	struct unit *root = &u[iroot], *ready = NULL;
 	int root_prebwd = 0, skip_optimizer = 0, zeroed = 0, rc = 0;
 	size_t nmarks[2] = { 0, 0 };
@@ -661,8 +616,8 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 	const unsigned K = o->grad_accum ? o->grad_accum : 1;
 	unsigned micro = 0;
 	int sync = !(o->ddp_no_sync && K > 1);
-	for (size_t i = 0; i < s->nevents && rc == 0; i++) {
-		const struct ag_event *e = &s->event[i];
+	for (size_t i = 0; i < nsrc && rc == 0; i++) {
+		const struct ag_event *e = &src[i];
 		struct unit *v;
 		const char *where = NULL;
 		if (skip_optimizer) {
@@ -710,24 +665,28 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 		case AG_EV_MARK:
 			if (e->label != NULL && strncmp(e->label, "micro:", 6) == 0 && micro + 1 < K &&
 			    strtoul(e->label + 6, NULL, 10) > 0) {
-				/* the next micro-step: every unit's gradients anew */
+				/* the next micro-step */
 				micro++;
 				sync = !(o->ddp_no_sync && micro + 1 < K);
-				for (size_t k = 0; k < nu; k++) {
-					u[k].ngot = 0;
-					u[k].done = 0;
-					for (size_t j = 0; j < u[k].nparams; j++) {
-						u[k].held[j] = NO;
-						u[k].pending[j] = 0;
-					}
-				}
+				units_anew(u, nu);
 				agp_copy(p_, e);
 			} else if (is_label_k(e, "phase:forward")) {
-				/* the root's forward: resharded in the last backward */
+				/* the root's forward: resharded in the last backward;
+				 * the run's first, its _lazy_init inside FSDP's
+				 * record_function, before the unshard */
 				agp_copy(p_, e);
-				unshard(p_, o, root, ZS_PH_FORWARD);
+				agp_record_function(p_, o, ZS_PH_FORWARD);
+				if (lazy)
+					lazy_init(p_, u, order, nu);
+				lazy = 0;
+				if (first)
+					check_order(p_, world);
+				unshard_gather(p_, root, ZS_PH_FORWARD);
 			} else if ((v = block_mark(e, u, nu, "fwd", "start")) != NULL) {
-				unshard(p_, o, v, ZS_PH_FORWARD);
+				agp_record_function(p_, o, ZS_PH_FORWARD);
+				if (first)
+					check_order(p_, world);
+				unshard_gather(p_, v, ZS_PH_FORWARD);
 				agp_copy(p_, e);
 				nmarks[0]++;
 			} else if ((v = block_mark(e, u, nu, "fwd", "end")) != NULL) {
@@ -772,8 +731,10 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 					if (!x->frozen) /* Trainer's optimizer: requires_grad's alone */
 						ps[nps++] = (struct ag_param_state){ x->sh, x->grad, x->m, x->v, x->step };
 				}
-				ag_optimizer_events(s, o, ps, nps, &p_->ev, &p_->nev, &p_->cap);
-				P.cap_tensors = s->ntensors; /* it grew the tensors by its own */
+				/* the first step(): Adam's state made before the update */
+				(first ? ag_optimizer_first_events : ag_optimizer_events)(s, o, ps, nps, &p_->ev, &p_->nev,
+				                                                            &p_->cap);
+				p_->cap_tensors = s->ntensors; /* it grew the tensors by its own */
 				free(ps);
 				skip_optimizer = 1;
 			} else {
@@ -861,10 +822,200 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 	if (rc == 0 && (nmarks[0] != K * iroot || nmarks[1] > K * iroot || nmarks[1] < K * ntrained))
 		rc = zs_fail(cause, "--wrapper fsdp: internal error: %zu and %zu of the %zu blocks' forward and backward "
 		             "marks found", nmarks[0], nmarks[1], K * iroot);
+	free(pre_at);
+	return rc;
+}
+
+int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct ag_options *o, unsigned world,
+                  int shard_grad_op, char **cause)
+{
+	if (world < 1)
+		return zs_fail(cause, "--wrapper fsdp: N must be at least 1");
+	size_t nu = 0, iroot = 0;
+	const size_t nt0 = s->ntensors;
+	unsigned char *trained = zs_calloc(nt0 ? nt0 : 1, 1);
+	uint32_t *grad_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *grad_of);
+	agp_trained_params(s, nt0, trained, grad_of);
+	struct unit *u = make_units(s, p, trained, &nu, &iroot);
+	const struct unit *mixed = mixed_unit(u, nu, trained);
+	for (size_t i = 0; i < nu; i++)
+		if (u[i].nparams == 0 || mixed != NULL) {
+			int r = zs_fail(cause, "--wrapper fsdp: internal error: FSDP unit %s holds %s", mixed ? mixed->name : u[i].name,
+			                mixed ? "frozen and trainable parameters" : "no parameter");
+			units_free(u, nu);
+			free(trained);
+			free(grad_of);
+			return r;
+		}
+	struct ag_pass P = {.s = s, .cap_tensors = s->ntensors};
+	struct ag_pass *p_ = &P;
+	/* per original storage: the unit and slot of a parameter (or of its
+	 * plain .grad), and whether it is a plain .grad */
+	int32_t *unit_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *unit_of), *slot_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *slot_of);
+	unsigned char *is_pg = zs_calloc(nt0 ? nt0 : 1, 1), *fed = zs_calloc(nt0 ? nt0 : 1, 1);
+	uint32_t *orig = zs_malloc((nt0 ? nt0 : 1) * sizeof *orig); /* a parameter's stand-in before FSDP */
+	for (size_t t = 0; t < nt0; t++) {
+		unit_of[t] = slot_of[t] = -1;
+		orig[t] = NO;
+	}
+	for (size_t i = 0; i < nu; i++) {
+		struct unit *v = &u[i];
+		v->padded = (v->numel + world - 1) / world * world;
+		v->shard = v->padded / world;
+		v->held = zs_malloc(v->nparams * sizeof *v->held);
+		v->pending = zs_calloc(v->nparams, 1);
+		for (size_t j = 0; j < v->nparams; j++) {
+			v->held[j] = NO;
+			unit_of[v->params[j]] = (int32_t)i;
+			slot_of[v->params[j]] = (int32_t)j;
+		}
+		v->gathered = agp_storage(p_, "_full_param_padded (FSDP's gathered flat parameter)", AG_F32, v->padded, 0,
+		                          ZS_CAT_GATHERED);
+		v->sh = agp_storage(p_, "FlatParameter (this rank's shard)", AG_F32, v->shard, 0, ZS_CAT_PARAM32);
+		s->tensor[v->sh].role = AG_ROLE_PARAM;
+		v->m = agp_storage(p_, "Adam exp_avg (shard)", AG_F32, v->shard, 0, ZS_CAT_ADAM_M);
+		s->tensor[v->m].role = AG_ROLE_ADAM_M;
+		v->v = agp_storage(p_, "Adam exp_avg_sq (shard)", AG_F32, v->shard, 0, ZS_CAT_ADAM_V);
+		s->tensor[v->v].role = AG_ROLE_ADAM_V;
+		v->step = agp_storage(p_, "Adam step", AG_F32, 0, 1, ZS_CAT_ADAM_M);
+		s->tensor[v->step].role = AG_ROLE_ADAM_STEP;
+		if (o->zero_grad == ZS_ZERO_GRAD_ZEROS && !v->frozen && s->step1 == NULL) {
+			v->grad = agp_storage(p_, "grad (FSDP's sharded flat gradient)", AG_F32, v->shard, 0, ZS_CAT_GRAD32);
+			s->tensor[v->grad].role = AG_ROLE_GRAD;
+		}
+	}
+	/* the plain loop's .grad storages, each its parameter's unit and slot */
+	for (size_t t = 0; t < nt0; t++) {
+		const struct ag_tensor *x = &s->tensor[t];
+		if (x->storage != t || x->role != AG_ROLE_GRAD)
+			continue;
+		is_pg[t] = 1;
+		if (x->param < 0) { /* an adapter's: its parameter by the optimizer's order */
+			if (grad_of[t] != NO) {
+				unit_of[t] = unit_of[grad_of[t]];
+				slot_of[t] = slot_of[grad_of[t]];
+			}
+			continue;
+		}
+		for (size_t i = 0; i < nu && unit_of[t] < 0; i++)
+			for (size_t j = 0; j < u[i].nparams; j++) {
+				const struct ag_tensor *w = &s->tensor[u[i].params[j]];
+				if (w->param == x->param && w->part == x->part) {
+					unit_of[t] = (int32_t)i;
+					slot_of[t] = (int32_t)j;
+					break;
+				}
+			}
+	}
+	/* the plain .grads the step allocates itself (clone_obey_contract's
+	 * copy): not those AccumulateGrad took as they came (which a later
+	 * micro-step's AccumulateGrad adds into, under --grad-accum) */
+	unsigned char *made_pg = zs_calloc(nt0 ? nt0 : 1, 1);
+	made_pg_of(s, s->event, s->nevents, is_pg, made_pg);
+	made_pg_of(s, s->step1, s->nstep1, is_pg, made_pg);
+	/* The parameters before FSDP: stand-ins of the set-up's own; the
+	 * model's become views of the unit's gathered flat parameter (and
+	 * every view of them a view of it). */
+	for (size_t i = 0; i < nu; i++)
+		for (size_t j = 0; j < u[i].nparams; j++) {
+			uint32_t w = u[i].params[j], w0 = agp_newt(p_);
+			s->tensor[w0] = s->tensor[w];
+			s->tensor[w0].storage = w0;
+			orig[w] = w0;
+		}
+	for (size_t t = 0; t < nt0; t++) {
+		struct ag_tensor *x = &s->tensor[t];
+		uint32_t w = x->storage;
+		if (unit_of[w] < 0 || is_pg[w] || s->tensor[w].role != AG_ROLE_PARAM)
+			continue;
+		const struct unit *v = &u[unit_of[w]];
+		x->offset += v->off[slot_of[w]];
+		if (t == w)
+			x->bytes = 0;
+	}
+	for (size_t t = 0; t < nt0; t++) {
+		struct ag_tensor *x = &s->tensor[t];
+		uint32_t w = x->storage;
+		if (w < nt0 && orig[w] != NO)
+			x->storage = u[unit_of[w]].gathered;
+	}
+	/* set-up: the model's (its parameters the stand-ins), then FSDP's
+	 * construction, the blocks' units first (the auto-wrap policy wraps
+	 * the children before the root) */
+	for (size_t i = 0; i < s->nsetup; i++)
+		agp_copy_renamed(p_, &s->setup[i], orig, nt0);
+	/* (the policy wraps depth first, children before parents: a block's
+	 * adapters, the block, ..., the root) */
+	size_t *order = units_order(u, nu, iroot), *post = units_postorder(u, nu, iroot);
+	for (size_t k = 0; k < nu; k++) {
+		struct unit *v = &u[post[k]];
+		uint32_t flat = agp_storage(p_, "cat (flatten_params: the unsharded flat parameter)", AG_F32, v->numel, 0,
+		                            ZS_CAT_PARAM32);
+		agp_alloc(p_, flat, ZS_PH_SETUP);
+		for (size_t j = 0; j < v->nparams; j++) {
+			uint32_t w0 = orig[v->params[j]];
+			agp_op(p_, ZS_PH_SETUP, AG_OP_COPY, w0, agp_view_shaped(p_, flat, w0, v->off[j]));
+		}
+		for (size_t j = 0; j < v->nparams; j++)
+			agp_free(p_, orig[v->params[j]], ZS_PH_SETUP);
+		agp_alloc(p_, v->sh, ZS_PH_SETUP);
+		agp_op(p_, ZS_PH_SETUP, AG_OP_SHARD, flat, v->sh);
+		agp_free(p_, flat, ZS_PH_SETUP);
+	}
+	agp_take(p_, &s->setup, &s->nsetup);
+	/* the first step's own, over the shards in the optimizer's order
+	 * (model.parameters(): the root's flat parameter, then the blocks') */
+	for (size_t k = 0; k < nu; k++)
+		if (u[order[k]].grad != NO) {
+			agp_alloc(p_, u[order[k]].grad, ZS_PH_SETUP);
+			agp_op(p_, ZS_PH_SETUP, AG_OP_ZERO_, u[order[k]].grad, u[order[k]].grad);
+		}
+	for (size_t k = 0; k < nu && s->step1 == NULL; k++) {
+		const struct unit *v = &u[order[k]];
+		if (v->frozen)
+			continue;
+		agp_alloc(p_, v->step, ZS_PH_SETUP);
+		agp_op(p_, ZS_PH_SETUP, AG_OP_FILL, NO, v->step)->arg[0] = 0;
+		agp_alloc(p_, v->m, ZS_PH_SETUP);
+		agp_op(p_, ZS_PH_SETUP, AG_OP_FILL, NO, v->m)->arg[0] = 0;
+		agp_alloc(p_, v->v, ZS_PH_SETUP);
+		agp_op(p_, ZS_PH_SETUP, AG_OP_FILL, NO, v->v)->arg[0] = 0;
+	}
+	/* (the checkpointed units: the steady list's, as step 1's) */
+	free(ckpt_hooks(s->event, s->nevents, u, nu));
+	/* SHARD_GRAD_OP: a frozen block whose output requires no grad (a
+	 * frozen prefix's: no pre-backward hook, no backward mark) keeps the
+	 * copy its first forward gathered for good (_catch_all_reshard skips
+	 * it: the unit's post-forward reshard, 2710-2713, left its flat
+	 * parameter on the shard) -- the first step's own, as Adam's state */
+	for (size_t k = 0; k < nu && shard_grad_op; k++) {
+		struct unit *v = &u[post[k]];
+		int bwd = v->ckpt;
+		for (size_t i = 0; i < s->nevents && !bwd; i++)
+			bwd = block_mark(&s->event[i], u, nu, "bwd", "start") == v;
+		if (v->block < 0 || !v->frozen || bwd)
+			continue;
+		agp_alloc(p_, v->gathered, ZS_PH_SETUP);
+		agp_op(p_, ZS_PH_SETUP, AG_OP_ALL_GATHER, v->sh, v->gathered);
+		v->live = 1;
+	}
+	agp_take(p_, &s->first_step, &s->nfirst);
+	/* the lists: step 1 where it is one of its own (s->step1), then the
+	 * steady step, from the state step 1 leaves */
+	struct fsdp_run R = {.p = p_, .o = o, .u = u, .nu = nu, .iroot = iroot, .nt0 = nt0, .order = order,
+	                     .world = world, .sgo = shard_grad_op, .unit_of = unit_of, .slot_of = slot_of,
+	                     .is_pg = is_pg, .made_pg = made_pg, .fed = fed};
+	int rc = 0;
+	if (s->step1 != NULL) {
+		rc = fsdp_list(&R, s->step1, s->nstep1, 1, cause);
+		if (rc == 0)
+			agp_take(p_, &s->step1, &s->nstep1);
+	}
+	if (rc == 0)
+		rc = fsdp_list(&R, s->event, s->nevents, 0, cause);
 	if (rc == 0)
 		agp_take(p_, &s->event, &s->nevents);
 	free(p_->ev);
-	free(pre_at);
 	free(order);
 	free(post);
 	free(trained);

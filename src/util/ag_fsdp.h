@@ -66,6 +66,14 @@
  *            the output's gradient hook unshards, the post-backward hook
  *            runs at the backward's end mark. The optimizer's order is
  *            model.parameters()': the root, each block then its adapters.
+ *   step 1   (where the step has a first step of its own, ag_step.step1:
+ *            1.13 without accumulation, frozen parameters or LoRA) the same
+ *            pass over the plain loop's step 1: _lazy_init's zeros of each
+ *            unit's padded size, made and freed, at the root's first
+ *            forward; the first iteration's _check_order before each
+ *            unit's forward unshard; no sharded gradient before it (the
+ *            reduce-scatter's output kept as the shard's .grad) and
+ *            Adam's state made inside the first step().
  *   --grad-accum K: forward and backward as above in each micro-step; with
  *            o->ddp_no_sync (FSDP's no_sync(), --fsdp-no-sync) the first
  *            K - 1 hooks reshard and return: the unsharded flat gradient

@@ -107,6 +107,9 @@ struct bld {
 	/* the first step's own list (ag_step.step1): the optimizer's phase
 	 * makes Adam's state before its update, as the first step() does */
 	int make_state;
+	/* ag_optimizer_events: the state's storages are the caller's (a
+	 * wrapper's), made by the first step() as allocations of those */
+	int own_state;
 	enum zs_phase phase;
 	int32_t module;
 	const struct ag_options *o;
@@ -6120,6 +6123,14 @@ static void adam_state(struct bld *b, struct pt *const *qs, size_t n)
 		if (q->frozen) /* not in the optimizer (Trainer.create_optimizer's requires_grad filter) */
 			continue;
 		b->module = pt_module(b, q);
+		if (b->own_state) { /* a wrapper's storages (ag_optimizer_events): made here, in that order */
+			const T st[3] = { q->step, q->m, q->v };
+			for (int k = 0; k < 3; k++) {
+				ev(b, AG_EV_ALLOC)->t = st[k];
+				op(b, AG_OP_FILL, NO, NO, NO, st[k], NO, NO)->arg[0] = 0;
+			}
+			continue;
+		}
 		q->step = mk(b, "Adam step", AG_F32, 0, NULL, AG_ROLE_ADAM_STEP, ZS_CAT_ADAM_M, q->param);
 		/* The CUDA rule for Adam's step counter: a CPU tensor unless
 		 * capturable or fused (adam.py's _init_group, 2.6.0: `torch.zeros((),
@@ -6332,8 +6343,8 @@ static void optimizer_phase(struct bld *b, struct pt *const *qs, const size_t *s
 	b->only_rank = 0;
 }
 
-void ag_optimizer_events(struct ag_step *s, const struct ag_options *o, const struct ag_param_state *ps, size_t n,
-                         struct ag_event **list, size_t *nlist, size_t *cap)
+static void optimizer_events(struct ag_step *s, const struct ag_options *o, const struct ag_param_state *ps,
+                             size_t n, struct ag_event **list, size_t *nlist, size_t *cap, int make)
 {
 	struct bld B_ = { .s = s, .o = o, .module = -1, .phase = ZS_PH_OPTIMIZER, .tcap = s->ntensors, .cap = *cap,
 	                  .micro = -1 };
@@ -6343,6 +6354,7 @@ void ag_optimizer_events(struct ag_step *s, const struct ag_options *o, const st
 	for (size_t t = 0; t < s->ntensors; t++)
 		b->refs[t] = s->tensor[t].storage == t; /* the caller's: never released here */
 	use(b, list, nlist);
+	b->make_state = b->own_state = make;
 	struct pt *pt = zs_calloc(n ? n : 1, sizeof *pt), **q = zs_calloc(n ? n : 1, sizeof(struct pt *));
 	for (size_t i = 0; i < n; i++) {
 		pt[i] = (struct pt){ .w = ps[i].w, .g = ps[i].g, .m = ps[i].m, .v = ps[i].v, .step = ps[i].step,
@@ -6356,6 +6368,18 @@ void ag_optimizer_events(struct ag_step *s, const struct ag_options *o, const st
 	free(b->refs);
 	free(b->rg);
 	free(b->masks);
+}
+
+void ag_optimizer_events(struct ag_step *s, const struct ag_options *o, const struct ag_param_state *ps, size_t n,
+                         struct ag_event **list, size_t *nlist, size_t *cap)
+{
+	optimizer_events(s, o, ps, n, list, nlist, cap, 0);
+}
+
+void ag_optimizer_first_events(struct ag_step *s, const struct ag_options *o, const struct ag_param_state *ps,
+                               size_t n, struct ag_event **list, size_t *nlist, size_t *cap)
+{
+	optimizer_events(s, o, ps, n, list, nlist, cap, 1);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -6385,11 +6409,15 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->recompute = !c->hf_recompute ? AG_CKPT_NONE : c->wrapper == ZS_WRAPPER_FSDP ? AG_CKPT_IN_UNIT : AG_CKPT_LOOP;
 	o->ddp_no_sync = c->ddp_no_sync;
 	/* the first step as its own list (ag_step.step1): the plain loop's,
-	 * and DDP's (dp and zero1; not with find_unused_parameters, whose
-	 * buckets are never rebuilt and whose unused grads step 1 leaves
-	 * None, nor under accumulation: not described yet; util/ag_ddp.c) */
-	o->step1 = c->wrapper == ZS_WRAPPER_NONE ||
-	           (c->wrapper == ZS_WRAPPER_DDP && !c->ddp_find_unused && o->grad_accum == 1);
+	 * and DDP's (dp and zero1, under accumulation too; not with
+	 * find_unused_parameters, whose buckets are never rebuilt, whose
+	 * unused grads step 1 leaves None and whose _DDPSink clones step 1's
+	 * own outputs: not described yet; util/ag_ddp.c);
+	 * FSDP's of 1.13 without accumulation, frozen parameters or LoRA
+	 * (util/ag_fsdp.c: not compared with PyTorch yet, nor 2.6's) */
+	o->step1 = c->wrapper == ZS_WRAPPER_NONE || (c->wrapper == ZS_WRAPPER_DDP && !c->ddp_find_unused) ||
+	           (c->wrapper == ZS_WRAPPER_FSDP && c->torch_version == ZS_TORCH_1_13 && o->grad_accum == 1 &&
+	            !c->freeze[0] && c->lora_r == 0);
 	o->fsdp_prefetch = c->prefetch == ZS_PREFETCH_BACKWARD_PRE;
 	o->freeze = c->freeze[0] ? c->freeze : NULL;
 	o->lora_r = c->lora_r;

@@ -392,9 +392,10 @@ struct ag_options {
 	 * grads made by the first backward, Adam's state by the first step()
 	 * (docs/schedule.md, "The first step"). ag_options_from_config sets it
 	 * for the plain loop (--wrapper none) and DDP (--wrapper ddp, dp and
-	 * zero1; find_unused_parameters False, no accumulation: util/ag_ddp.c
-	 * runs it on the constructor's buckets); the other passes take the
-	 * steady list alone so far. */
+	 * zero1; find_unused_parameters False: util/ag_ddp.c runs it on the
+	 * constructor's buckets) and FSDP of 1.13 (no
+	 * accumulation, no frozen parameter: util/ag_fsdp.c); the other
+	 * passes take the steady list alone so far. */
 	int step1;
 	/* A mixture's routing for the described step (mixtral's, qwen2_moe's
 	 * and qwen3_moe's sparse-MoE blocks, fp32 on the plain loop of 1.13
@@ -451,6 +452,11 @@ struct ag_param_state { uint32_t w, g, m, v, step; };
  * util/ag_fsdp.h): one description of Adam. */
 void ag_optimizer_events(struct ag_step *s, const struct ag_options *o, const struct ag_param_state *ps, size_t n,
                          struct ag_event **list, size_t *nlist, size_t *cap);
+/* The same as the first step() writes it: each parameter's state (its
+ * storages in ps, not allocated before) allocated and zeroed, step,
+ * exp_avg, exp_avg_sq a parameter after another, before the update. */
+void ag_optimizer_first_events(struct ag_step *s, const struct ag_options *o, const struct ag_param_state *ps,
+                               size_t n, struct ag_event **list, size_t *nlist, size_t *cap);
 
 /* Resolve the run's options: "default" becomes what release `version`
  * does on `device` (zero_grad: zeros in 1.13, none from 2.0; Adam: foreach
