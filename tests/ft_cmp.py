@@ -10,8 +10,8 @@ THEORY "-": the theory hf_torch.py --zerosim wrote into REF ("zerosim":
 resident, peak, marks). MEASURE "-": no measure of the case.
 --lora: also the reference's trainable set is the adapters'
 (tests/ft_torch.py's persistent split: Adam's exp_avg and exp_avg_sq,
-2 x 4 B a trainable value, and a 4 B step per adapter tensor; no frozen
-parameter's grad), theory.json's trainable_params is PEFT's count (the
+2 x 4 B a trainable value, and a 4 B step per trainable adapter tensor,
+none for an adapter --freeze froze; no frozen parameter's grad), theory.json's trainable_params is PEFT's count (the
 reference's), and measure's params is theory's (the base and the adapters).
 --buckets: also DDP's buckets, the reducer's rebuilt ones in REF
 (hf_torch.py --ddp's "ddp_buckets", bytes each) against the "buckets"
@@ -95,12 +95,18 @@ for r in runs:
 extra = ""
 if lora:
     p, n = d["persistent"], len(d["lora"]["targets"])
-    # a step counter per trainable adapter tensor: 2n, or under --freeze
-    # (frozen adapters) from 1 to 2n
+    # Adam's state is a step counter (4 B) per trainable adapter tensor:
+    # lora_A and lora_B of each of the n adapted layers, less the adapters
+    # --freeze froze (the reference's frozen_names: they get no state, no
+    # grad); and --freeze over PEFT's model freezes adapters alone, at
+    # least one and not all (tests/ft_torch.py freeze_names)
+    adapters = {f"{t}.lora_{ab}.default.weight" for t in d["lora"]["targets"] for ab in "AB"}
+    frozen_adapters = adapters & set(d.get("frozen_names") or [])
     steps = (p["adam_trainable"] - 8 * d["trainable"]) / 4
-    if not (steps == 2 * n or ("--freeze" in label and steps == int(steps) and 1 <= steps <= 2 * n)) \
-            or p["grads_frozen"]:
-        bad.append(f"the reference's trainable set is not the adapters': {p}, {d['trainable']} trainable")
+    if steps != 2 * n - len(frozen_adapters) or p["grads_frozen"] or \
+            bool(d.get("freeze")) != bool(frozen_adapters) or len(frozen_adapters) == 2 * n:
+        bad.append(f"the reference's trainable set is not the adapters' less the {len(frozen_adapters)} frozen: "
+                   f"{p}, {d['trainable']} trainable, {steps:g} step counters for {2 * n} adapter tensors")
     extra = f", {d['trainable']:,} trainable in {n} layers"
     # theory.json's Ψ_t and measure's Ψ: PEFT's count (print_trainable_parameters'), the base and the adapters
     if sys.argv[2] != "-":

@@ -24,8 +24,9 @@
 # = 2 for qwen3 and phi3; under bf16 autocast (--precision amp-bf16,
 # hf_torch.py --amp bf16): gpt2, llama, qwen2 and phi3 with parts frozen,
 # DDP N = 2 for gpt2. And the CLI: a bad term, a pattern that
-# freezes everything and --freeze outside the PyTorch step are one line,
-# exit 2, in zerosim and in both references (--world 2 included).
+# freezes everything or nothing, a term of it that freezes nothing and
+# --freeze outside the PyTorch step are one line, exit 2, in zerosim and
+# in both references (--world 2 included).
 #
 # `tests/ft_freeze.sh torch26` (make check-torch26): the same comparison
 # against PyTorch 2.6 in its Debian 13 root (tests/torch26_root.sh; skip
@@ -110,6 +111,10 @@ done
 if [ "$mode" != torch26 ]; then
 	ft_add ft --model gpt2.json --freeze all
 	ft_add hf --model gpt2.json --freeze all
+	# a term that freezes nothing beside one that does: zerosim's
+	# "its term ... matches no parameter", the references' too
+	ft_add ft --model gpt2.json --freeze embeddings,blocks:7-9
+	ft_add hf --model gpt2.json --freeze embeddings,blocks:7-9
 fi
 # refused B N WHAT [TEXT]: case N of batch B refused (exit 2, one line on stderr, TEXT in it)
 refused() {
@@ -195,7 +200,7 @@ checkpointed: autocast: llama, all but the last layer frozen, set_to_none;llama;
 CASES
 for phase in add check; do
 	i=0
-	[ "$mode" != torch26 ] && i=3
+	[ "$mode" != torch26 ] && i=4
 	[ "$mode" != torch26 ] && [ $phase = check ] && ft_run ft ft_torch.py
 	[ $phase = check ] && ft_run hf hf_torch.py
 	while IFS=';' read -r label m zg pat world prec rc; do
@@ -248,5 +253,7 @@ if [ "$mode" != torch26 ]; then
 	refused hf 2 "hf_torch.py --freeze blocks:1-0 --ddp 2"
 	refused ft 3 "ft_torch.py --freeze all" "--freeze all: no parameter matches"
 	refused hf 3 "hf_torch.py --freeze all" "--freeze all: no parameter matches"
+	refused ft 4 "ft_torch.py --freeze embeddings,blocks:7-9" "its term 'blocks:7-9' matches no parameter"
+	refused hf 4 "hf_torch.py --freeze embeddings,blocks:7-9" "its term 'blocks:7-9' matches no parameter"
 fi
 exit $status

@@ -21,8 +21,11 @@
 # noise kept where x requires grad; losses at 0 only, the masks differ;
 # DDP N = 2 K = 2 at 0.2 with its buckets; --write-case keeps the dropout);
 # --freeze over PEFT's model (the base frozen already: it freezes the
-# adapters it names, blocks:0-0 block 0's, as ft_torch.py freezes by name
-# after wrapping), plain loop and DDP N = 2.
+# adapters it names, blocks:0-0 block 0's, re:lora_A every lora_A, as
+# ft_torch.py freezes by name after wrapping), plain loop and DDP N = 2,
+# with ft_cmp.py --lora counting one Adam step counter per trained
+# adapter tensor and none for a frozen one (a doctored reference with one
+# more must fail), and both sides refusing a term that freezes no adapter.
 # And the CLI (FSDP's LoRA: tests/ft_fsdp_lora.sh):
 # SDPA, phi3 without targets, a target that matches nothing, and the
 # LoRA keys without --lora-r are one line, exit 2, nothing written (the
@@ -97,9 +100,13 @@ refuse() { # WHAT TEXT MODEL ARGS...: zerosim theory must refuse with one line n
 export PYTHONDONTWRITEBYTECODE=1
 # (ft_torch.py's refusal of a target that matches nothing: the first case
 # of the batch below, checked after it ran)
+# (and its refusal of a --freeze term that freezes no adapter, as
+# zerosim's: the second case)
 if [ "$mode" != torch26 ]; then
 	ft_in ft "$tmp/llama.json" llama.json
 	ft_add ft --model llama.json --lora-r 4 --lora-targets c_attn
+	ft_in ft "$tmp/gpt2.json" gpt2.json
+	ft_add ft --model gpt2.json --lora-r 4 --freeze blocks:0-0,embeddings
 fi
 
 # The losses: zerosim's run written as a case (measure --write-case: the
@@ -252,12 +259,13 @@ plain loop, llama q_proj + v_proj, K = 2, set_to_none;llama;none;2;1;-;--lora-r 
 frozen adapters: gpt2 c_attn, block 0's (--freeze blocks:0-0), zeros;gpt2;zeros;1;1;-;--lora-r 4 --freeze blocks:0-0
 frozen adapters: llama q_proj + v_proj, block 1's, K = 2, set_to_none;llama;none;2;1;-;--lora-r 4 --freeze blocks:1-1
 frozen adapters: DDP N = 2, llama q_proj + v_proj, block 0's, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4 --freeze blocks:0-0
+frozen adapters by name alone: llama q_proj + v_proj, every lora_A (lora_B trained over it), set_to_none;llama;none;1;1;-;--lora-r 4 --freeze re:lora_A
 autocast: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4
 2.6: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, set_to_none, six buckets;llama;none;2;2;on;--lora-r 4 --bucket-cap 0.0009
 2.6: DDP N = 2, gpt2 c_attn, K = 2, without no_sync, zeros;gpt2;zeros;2;2;off;--lora-r 4
 CASES
 i0=0
-[ "$mode" != torch26 ] && i0=1
+[ "$mode" != torch26 ] && i0=2
 for phase in add check; do
 	i=$i0
 	[ $phase = check ] && ft_run ft ft_torch.py
@@ -280,6 +288,21 @@ for phase in add check; do
 		[ $phase = add ] && continue
 		# shellcheck disable=SC2086
 		"$py" "$src/tests/ft_cmp.py" "$ref" "$tmp/theory.json" "$tmp/measure.json" "$label ($args)" $cmp || status=1
+		case $label in "frozen adapters by name alone:"*)
+			# ft_cmp.py --lora counts Adam's step counters: one per trained
+			# adapter tensor, none for a frozen one; the reference's JSON
+			# with one counter more (as if a frozen lora_A had one) must fail
+			"$py" -c 'import json, sys; d = json.load(open(sys.argv[1])); d["persistent"]["adam_trainable"] += 4
+json.dump(d, open(sys.argv[2], "w"))' "$ref" "$tmp/doctored.json" || exit 99
+			if "$py" "$src/tests/ft_cmp.py" "$tmp/doctored.json" "$tmp/theory.json" "$tmp/measure.json" \
+				"doctored: $label ($args)" --lora >"$tmp/out" 2>&1 || ! grep -q "step counters for" "$tmp/out"; then
+				echo "FAIL: ft_cmp.py --lora took a step counter for a frozen adapter: $(cat "$tmp/out")"
+				status=1
+			else
+				echo "ok: ft_cmp.py --lora refuses a step counter for a frozen adapter"
+			fi
+			;;
+		esac
 		# and the phases to the measured --timeline (tests/json_agree: where
 		# the set-up's own peak binds, before the last step the timeline
 		# records, no event of it reaches the peak)
@@ -307,6 +330,14 @@ if [ "$mode" != torch26 ]; then
 		status=1
 	else
 		echo "ok: ft_torch.py --lora-targets c_attn on llama: $(cat "$tmp/ft/1.err")"
+	fi
+	rc=$(ft_got ft 2)
+	if [ "$rc" -ne 2 ] || [ "$(wc -l <"$tmp/ft/2.err")" -ne 1 ] ||
+		! grep -q "its term 'embeddings' matches no adapter" "$tmp/ft/2.err"; then
+		echo "FAIL: ft_torch.py --lora-r 4 --freeze blocks:0-0,embeddings: exit $rc, stderr: $(tail -3 "$tmp/ft/2.err")"
+		status=1
+	else
+		echo "ok: ft_torch.py --lora-r 4 --freeze blocks:0-0,embeddings: $(cat "$tmp/ft/2.err")"
 	fi
 fi
 

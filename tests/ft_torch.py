@@ -47,10 +47,15 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    Frozen: requires_grad False and left out of the
                    optimizer, as Trainer.create_optimizer does
                    (p.requires_grad filter). A malformed term (blocks:A-B
-                   with A > B, a re: that does not compile) or a pattern
-                   that freezes every parameter is one line, exit 2, before
-                   any rank starts (freeze_check, freeze_names; zerosim's
-                   util/freeze.c refuses the same).
+                   with A > B, a re: that does not compile), a pattern
+                   that freezes every parameter or none, or a term of it
+                   that freezes none is one line, exit 2, before any rank
+                   starts (freeze_check, freeze_names; zerosim refuses the
+                   same: util/freeze.c, util/autograd.c). With --lora-r
+                   the base is frozen already: the pattern names adapters
+                   (PEFT's names, ....lora_A.default.weight; blocks:0-0
+                   block 0's, re:lora_B every lora_B), the same counted
+                   over the adapters alone.
   --lora-r R --lora-alpha A --lora-dropout P --lora-targets T
                    PEFT's LoRA for nn.Linear and transformers' Conv1D,
                    written from peft/tuners/lora/layer.py at v0.20.0 (see
@@ -186,7 +191,15 @@ def freeze_names(a):
     """The HF names of the parameters --freeze freezes in a's model, built
     here on its own (before any rank starts: a bad pattern is one line and
     exit 2, not a traceback per rank). Raises ValueError when it freezes
-    every parameter or none (a mistake, not the full run)."""
+    every parameter or none, or one of its terms freezes nothing (a
+    mistake, not the full run). Under --lora-r the model is PEFT's (the
+    adapters wrapped in, as run() wraps them) and what --freeze can freeze
+    is an adapter (PEFT's _mark_only_adapters_as_trainable has frozen
+    every base parameter): a pattern over adapters alone (re:lora_B,
+    *.lora_A.*) is taken, one that freezes no adapter, a term that
+    freezes none, or one that freezes every adapter is refused, as
+    zerosim's util/autograd.c counts them (freeze_unmatched, lora_frozen:
+    "no adapter of MODEL matches")."""
     freeze_check(a.freeze)
     torch.manual_seed(0)
     raw, family, cfg, tied = H.build(a)
@@ -194,12 +207,21 @@ def freeze_names(a):
     # qkv_proj and gate_up_proj): their names, not llama's
     model = H.GPT2LMHeadModel(cfg, tied, a.mask, False) if family == "gpt2" else \
         H.LlamaForCausalLM(cfg, tied, False, H.FAMILY_ATTENTION.get(family))
+    if getattr(a, "lora_r", 0):
+        apply_lora(a, model, family)
     names = [hf_name(family, n) for n, _ in model.named_parameters()]
+    what, why = "parameter", ""
+    if getattr(a, "lora_r", 0):
+        names = [n for n in names if ".lora_A." in n or ".lora_B." in n]
+        what, why = "adapter", " (LoRA freezes every base parameter already)"
     frozen = [n for n in names if freeze_matches(a.freeze, family, cfg, n)]
-    if len(frozen) == len(names) and not a.lora_r:
-        raise ValueError(f"--freeze {a.freeze}: it freezes every parameter, nothing to train")
     if not frozen:
-        raise ValueError(f"--freeze {a.freeze}: no parameter matches")
+        raise ValueError(f"--freeze {a.freeze}: no {what} matches{why}")
+    if len(frozen) == len(names):
+        raise ValueError(f"--freeze {a.freeze}: it freezes every {what}, nothing to train")
+    for term in (t.strip() for t in a.freeze.split(",")):
+        if term and not any(freeze_matches(term, family, cfg, n) for n in names):
+            raise ValueError(f"--freeze {a.freeze}: its term {term!r} matches no {what}{why}")
     return frozen
 
 
