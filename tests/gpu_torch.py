@@ -31,10 +31,11 @@ with the workspace) are printed beside the prediction's unrounded ones.
 What the GPU run must be: PyTorch 2.6.x built with CUDA (another 2.x is
 run, said, and compared all the same: zerosim follows 2.6), nothing else
 allocating on the device, the process's first CUDA work this script's.
-hf_torch.py's factory calls give no device, so the script sets
-torch.set_default_device("cuda") (Hugging Face's files pass the inputs'
-device to the same calls) and turns hf_torch.mark, its allocator marks,
-into a no-op. Predicted from source, never run on a GPU when this script
+hf_torch.py's factory calls give no device, so the script builds the
+model and runs its forward and backward inside `with torch.device("cuda")`
+(Hugging Face's files pass the inputs' device to the same calls), Adam's
+step outside it (its step counters stay the CPU's, as in a real run), and
+turns hf_torch.mark, its allocator marks, into a no-op. Predicted from source, never run on a GPU when this script
 was written (no GPU was lent): its first run is the check. Not a CI test:
 tests/ag_exec_phases.sh runs --dry-run, which runs zerosim and parses its
 output (python3 alone). docs/schedule.md, "The CPU against CUDA".
@@ -111,16 +112,21 @@ def train(cfg_path, seq, batch, zg, dropout, steps):
     sys.path.insert(0, HERE)
     import hf_torch
     hf_torch.mark = lambda label: None  # its marks are CPU-allocator probes
-    torch.set_default_device("cuda")
+    # hf_torch.py's modules make their masks and positions without a device:
+    # "cuda" is their default inside `dev` alone. Not set_default_device: it
+    # would move Adam's torch.tensor(0.0) step counters (the CPU's in a
+    # real run, adam.py _init_group) onto the GPU too.
+    dev = torch.device("cuda")
     torch.cuda.empty_cache()  # the case before's blocks; cuBLAS's workspace stays, as in zerosim's run
     torch.cuda.reset_peak_memory_stats()
     torch.manual_seed(0)
     a = argparse.Namespace(model=cfg_path, dropout="config" if dropout else "0", tied=None, recompute="none")
     raw, family, cfg, tied = hf_torch.build(a)
-    if family == "gpt2":
-        model = hf_torch.GPT2LMHeadModel(cfg, tied, "where", False)
-    else:
-        model = hf_torch.LlamaForCausalLM(cfg, tied, False, hf_torch.FAMILY_ATTENTION[family])
+    with dev:
+        if family == "gpt2":
+            model = hf_torch.GPT2LMHeadModel(cfg, tied, "where", False)
+        else:
+            model = hf_torch.LlamaForCausalLM(cfg, tied, False, hf_torch.FAMILY_ATTENTION[family])
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)  # CUDA's default: foreach
     V = cfg["vocab_size"]
@@ -129,9 +135,10 @@ def train(cfg_path, seq, batch, zg, dropout, steps):
     input_ids = torch.randint(0, V, (batch, seq), generator=g, device="cpu").to("cuda")
     labels = input_ids.clone()
     for _ in range(steps):  # hf_torch.py's one_step: the outputs held until zero_grad is done
-        outputs = model(input_ids, labels)
-        loss = outputs[0]
-        loss.backward()
+        with dev:
+            outputs = model(input_ids, labels)
+            loss = outputs[0]
+            loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=zg == "none")
         del loss

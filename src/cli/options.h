@@ -83,7 +83,7 @@ struct zs_opt {
 	"      --torch-device D   cuda (default) or cpu; cuda: the plain loop's\n" \
 	"                         step predicted from source (host scalars, Adam's\n" \
 	"                         host step counters, no LayerNorm CPU scratch,\n" \
-	"                         dropout's bool mask),\n" \
+	"                         dropout's bool mask), up to 3,072 tokens a step,\n" \
 	"                         not yet measured on a GPU (tests/gpu_torch.py)\n" \
 	"      --optimizer-impl I Adam's single, foreach or fused (default: single\n" \
 	"                         in 1.13 and on the CPU, foreach on CUDA from 2.0)\n" \

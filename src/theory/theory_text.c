@@ -401,11 +401,6 @@ static void headline_of(const struct theory_request *req, const struct theory_ro
 		h->peak = r->sched.peak_bytes;
 		h->fits_peak = req->device_mem > 0 ? (double)h->peak <= theory_request_usable(req) : -1;
 		h->max_batch = req->device_mem > 0 ? theory_walk_max_batch(req, r->scheme, r->unit, r->world, &r->sched) : 0;
-		h->undescribed[0] = '\0';
-		char *why = NULL;
-		if (h->max_batch > 0 && !theory_walk_described(req, r->world, h->max_batch + 1, &why))
-			snprintf(h->undescribed, sizeof h->undescribed, "%s", why != NULL ? why : "not described");
-		free(why);
 	}
 	/* --allocator cuda: what the GPU holds decides, where the step is
 	 * replayed (reserved plus the fixed costs within the usable memory:
@@ -418,6 +413,14 @@ static void headline_of(const struct theory_request *req, const struct theory_ro
 			h->max_batch = theory_alloc_max_batch(req, r);
 		}
 	}
+	/* the largest micro-batch, whichever search found it, bounded by what
+	 * the exact step describes rather than by memory: the step's reason */
+	h->undescribed[0] = '\0';
+	char *why = NULL;
+	if (h->exact && h->max_batch > 0 && h->max_batch < THEORY_WALK_MAX_BATCH &&
+	    !theory_walk_described(req, r->world, h->max_batch + 1, &why))
+		snprintf(h->undescribed, sizeof h->undescribed, "%s", why != NULL ? why : "not described");
+	free(why);
 }
 
 /* Why the framework's exact step is not available (theory_tfm_has_schedule

@@ -6620,9 +6620,11 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 			return refuse(cause, "--torch-device cuda: the PyTorch step with %s is not described yet (or give "
 			              "--torch-device cpu)", no);
 	}
+	/* 1.13's fused Adam (adam.py 122, _fused_adam) is CUDA's alone, and
+	 * under --torch-device cuda not described yet */
 	if (o->optim_impl == ZS_OPTIM_FUSED && o->version == ZS_TORCH_1_13)
-		return refuse(cause, "--optimizer-impl fused: PyTorch 1.13's fused Adam runs on CUDA only (give "
-		              "--torch-version 2.6)");
+		return refuse(cause, "--optimizer-impl fused: PyTorch 1.13's fused Adam %s (give --torch-version 2.6)",
+		              o->device == ZS_DEVICE_CPU ? "runs on CUDA only" : "on CUDA is not described yet");
 
 	if (o->attn == ZS_ATTN_SDPA && o->version == ZS_TORCH_1_13)
 		return refuse(cause, "--attn sdpa: PyTorch 1.13 has no scaled_dot_product_attention (give --attn eager, or "
