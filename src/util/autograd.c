@@ -6414,7 +6414,8 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	 * unused grads step 1 leaves None and whose _DDPSink clones step 1's
 	 * own outputs: not described yet; util/ag_ddp.c);
 	 * FSDP's of 1.13 without accumulation, frozen parameters or LoRA
-	 * (util/ag_fsdp.c: not compared with PyTorch yet, nor 2.6's) */
+	 * (util/ag_fsdp.c, held to 1.13's step_peaks[0] by tests/hf_torch.sh;
+	 * those three and 2.6's FSDP keep the steady list alone so far) */
 	o->step1 = c->wrapper == ZS_WRAPPER_NONE || (c->wrapper == ZS_WRAPPER_DDP && !c->ddp_find_unused) ||
 	           (c->wrapper == ZS_WRAPPER_FSDP && c->torch_version == ZS_TORCH_1_13 && o->grad_accum == 1 &&
 	            !c->freeze[0] && c->lora_r == 0);
