@@ -155,6 +155,225 @@ class LoraLinear(nn.Module):
         return result.to(torch_result_dtype)
 
 
+# ---------------------------------------------------------------------------
+# QLoRA's 4-bit base, as bitsandbytes 0.47.0 stores and computes it (tag
+# 0.47.0 of bitsandbytes-foundation/bitsandbytes; docs/finetune.md, "QLoRA's
+# 4-bit base"), op by op: bitsandbytes does not install here. Its CUDA
+# kernels each allocate their output and nothing else (backends/cuda/ops.py
+# line 360, dequantize_4bit's torch.empty; line 250 dequantize_blockwise's
+# empty_like): here each is one torch.empty of that output, its values
+# computed in numpy (no byte of the torch allocator: the kernel's registers)
+# and copied in.
+
+NF4 = [-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635,
+       -0.18477343022823334, -0.09105003625154495, 0.0, 0.07958029955625534, 0.16093020141124725,
+       0.24611230194568634, 0.33791524171829224, 0.44070982933044434, 0.5626170039176941,
+       0.7229568362236023, 1.0]  # functional.py get_4bit_type, lines 732-749 (the QLoRA paper's)
+QMAP = []  # name2qmap["dynamic"]: made at the first double quantization (functional.py lines 604-607)
+
+
+def dynamic_map():
+    """create_dynamic_map(signed=True, 7, 8) (functional.py lines 281-333),
+    a torch tensor of 256 fp32 (the torch allocator's: 1 KiB)."""
+    import numpy as np
+    data = []
+    for i in range(7):
+        bd = np.linspace(0.1, 1, 2 ** i + 1, dtype=np.float32)
+        means = (bd[:-1] + bd[1:]) / 2.0
+        data += list((10 ** (-6 + i)) * means) + list(-(10 ** (-6 + i)) * means)
+    data += [0.0, 1.0]
+    return torch.tensor(sorted(float(x) for x in data), dtype=torch.float32)
+
+
+def np_blockwise(a, code, bs):
+    """quantize over `code` per block of bs (backends/default/ops.py lines
+    192-232 and 149-170): absmax per block, a * (1 / absmax) clamped to
+    [-1, 1], the nearest code's index (the first on a tie: argmin)."""
+    import numpy as np
+    n = a.size
+    blocks = -(-n // bs)
+    pad = np.zeros(blocks * bs, np.float32)
+    pad[:n] = a
+    absmax = np.abs(pad.reshape(blocks, bs)).max(axis=1).astype(np.float32)
+    scaled = np.clip(pad.reshape(blocks, bs) * (np.float32(1) / absmax)[:, None], -1, 1).reshape(-1)[:n]
+    idx = np.abs(scaled[:, None] - code[None, :]).argmin(axis=1).astype(np.uint8)
+    return idx, absmax
+
+
+def torch_of(np_array, shape=None):
+    """A torch allocation of the array's bytes (the kernel's output), filled from it."""
+    t = torch.empty(shape or np_array.shape, dtype={"uint8": torch.uint8, "float32": torch.float32}[str(np_array.dtype)])
+    t.copy_(torch.from_numpy(np_array.reshape(t.shape)))
+    return t
+
+
+class QuantState:
+    """functional.py QuantState (line 392, a plain class: its tensors are
+    attributes, neither parameter nor buffer): absmax fp32 [blocks], code
+    fp32 [16]; nested (double quantization): absmax uint8 [blocks], offset
+    fp32 0-dim, state2's absmax fp32 [ceil(blocks / 256)] and code (a copy
+    of the dynamic map); dtype the weight's before quantizing."""
+
+
+def quantize_4bit(w, double_quant):
+    """Params4bit._quantize (nn/modules.py lines 298-312) of w [out, in]
+    (fp32): functional.quantize_4bit (lines 825-905): the packed uint8
+    [(n + 1) / 2, 1] (first element in the high nibble, default ops line
+    227), the fp32 absmax, get_4bit_type's code; with compress_statistics
+    (873-886) offset = absmax.mean(), quantize_blockwise(absmax - offset,
+    256) over the dynamic map, state2.code a copy of it (line 628), the fp32
+    absmax deleted."""
+    import numpy as np
+    code = np.array(NF4, np.float32)
+    idx, am = np_blockwise(w.detach().numpy().reshape(-1), code, 64)
+    if idx.size % 2:
+        idx = np.append(idx, np.uint8(0))
+    packed = torch_of((idx[0::2] << 4 | idx[1::2]).astype(np.uint8), ((w.numel() + 1) // 2, 1))
+    absmax = torch_of(am)
+    qs = QuantState()
+    qs.shape, qs.dtype, qs.nested = tuple(w.shape), w.dtype, double_quant
+    qs.code = torch.tensor(NF4, dtype=torch.float32)
+    if not double_quant:
+        qs.absmax = absmax
+        return packed, qs
+    qs.offset = absmax.mean()
+    d = absmax - qs.offset
+    if not QMAP:
+        QMAP.append(dynamic_map())
+    qi, am2 = np_blockwise(d.numpy(), QMAP[0].numpy(), 256)
+    qs.absmax = torch_of(qi)
+    qs.absmax2 = torch_of(am2)
+    qs.code2 = QMAP[0].clone()  # code.to(A.device, copy=True)
+    del d, absmax
+    return packed, qs
+
+
+def dequantize_4bit(packed, qs):
+    """functional.dequantize_4bit (lines 930-1015): nested, the fp32 absmax
+    first (dequantize_blockwise: one empty_like, cuda ops line 250; then
+    `absmax += offset`, lines 981-984, in place); then the weight, one
+    torch.empty(shape, quant_state.dtype) (cuda ops line 360): code[index]
+    * absmax of its block; the absmax goes as it returns."""
+    import numpy as np
+    if qs.nested:
+        am = torch.empty(qs.absmax.shape, dtype=torch.float32)
+        qi = qs.absmax.numpy().astype(np.int64)
+        blk = np.repeat(qs.absmax2.numpy(), 256)[:qi.size]
+        am.copy_(torch.from_numpy(qs.code2.numpy()[qi] * blk))
+        am += qs.offset
+    else:
+        am = qs.absmax
+    p = packed.numpy().reshape(-1)
+    idx = np.empty(2 * p.size, np.int64)
+    idx[0::2], idx[1::2] = p >> 4, p & 15
+    n = math.prod(qs.shape)
+    vals = qs.code.numpy()[idx[:n]] * np.repeat(am.numpy(), 64)[:n]
+    out = torch.empty(qs.shape, dtype=qs.dtype)
+    out.copy_(torch.from_numpy(vals.astype(np.float32).reshape(qs.shape)))
+    return out
+
+
+class MatMul4Bit(torch.autograd.Function):
+    """autograd/_functions.py MatMul4Bit (lines 359-413): forward
+    F.linear(A, dequantize_4bit(B).to(A.dtype).t(), bias) (line 380), saves
+    (None, B) (386-389: the packed weight, a parameter: no bytes);
+    backward grad_A = matmul(grad_output, dequantize_4bit(B).to(
+    grad_output.dtype).t()) (line 411), no weight gradient (409)."""
+
+    @staticmethod
+    def forward(ctx, A, B, bias, qs):
+        output = torch.nn.functional.linear(A, dequantize_4bit(B, qs).to(A.dtype), bias)
+        ctx.state = qs
+        ctx.save_for_backward(B)
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (B,) = ctx.saved_tensors
+        grad_A = torch.matmul(grad_output, dequantize_4bit(B, ctx.state).to(grad_output.dtype))
+        return grad_A, None, None, None
+
+
+class Linear4bit(nn.Module):
+    """bnb.nn.Linear4bit (nn/modules.py lines 417-565) in place of an
+    nn.Linear or a Conv1D (transformers' _replace_with_bnb_linear; a
+    Conv1D's weight transposed to [out, in] first): `weight` the packed
+    Params4bit (a frozen uint8 parameter), the bias kept. forward (lines
+    541-565): the bias's data cast to x's dtype for good where they differ
+    (line 551), x to compute_dtype (559), the bias to compute_dtype (561),
+    matmul_4bit (565: MatMul4Bit.apply for a CPU input, _functions.py lines
+    442-452), the result back to x's dtype. compute_dtype: bf16 under
+    --amp bf16 (BitsAndBytesConfig(bnb_4bit_compute_dtype=torch.bfloat16),
+    the QLoRA recipe), else fp32 (the config's default)."""
+
+    def __init__(self, mod, conv1d, double_quant, compute_dtype):
+        super().__init__()
+        w = mod.weight.t() if conv1d else mod.weight
+        packed, self.qs = quantize_4bit(w, double_quant)
+        self.weight = nn.Parameter(packed, requires_grad=False)
+        self.bias = mod.bias
+        self.compute_dtype = compute_dtype
+
+    def forward(self, x):
+        if self.bias is not None and self.bias.dtype != x.dtype:
+            self.bias.data = self.bias.data.to(x.dtype)
+        inp_dtype = x.dtype
+        x = x.to(self.compute_dtype)
+        bias = None if self.bias is None else self.bias.to(self.compute_dtype)
+        # (weight.t(): a view of the packed bytes; the kernel reads them as stored)
+        return MatMul4Bit.apply(x, self.weight, bias, self.qs).to(inp_dtype)
+
+
+class LoraLinear4bit(LoraLinear):
+    """PEFT v0.20.0's lora.bnb.Linear4bit.forward (tuners/lora/bnb.py lines
+    513-553): result = base_layer(x); result = result.clone() (533); where
+    torch.is_autocast_enabled() is False (543: under 2.6 that is CUDA's
+    autocast, so under the CPU's autocast too) expected_dtype =
+    result.dtype and x cast to lora_A's dtype (546); output =
+    lora_B(lora_A(dropout(x))) * scaling (549), output.to(expected_dtype)
+    (551); result = result + output (552)."""
+
+    def forward(self, x):
+        result = self.base_layer(x)
+        result = result.clone()
+        lora_A = self.lora_A["default"]
+        lora_B = self.lora_B["default"]
+        dropout = self.lora_dropout["default"]
+        scaling = self.scaling["default"]
+        requires_conversion = not torch.is_autocast_enabled()
+        if requires_conversion:
+            expected_dtype = result.dtype
+            if x.dtype != lora_A.weight.dtype:
+                x = x.to(dtype=lora_A.weight.dtype)
+        output = lora_B(lora_A(dropout(x))) * scaling
+        if requires_conversion:
+            output = output.to(expected_dtype)
+        result = result + output
+        return result
+
+
+def quantize_as_loaded(a):
+    """transformers' 4-bit load, one weight at a time: _replace_with_bnb_linear
+    makes every nn.Linear and Conv1D but lm_head (modules_to_not_convert) a
+    Linear4bit, and create_quantized_param quantizes each weight as it moves
+    it to the device, the fp32 copy let go (quantizer_bnb_4bit.py lines
+    146-233 at commit 009ba7ca; Params4bit.to, nn/modules.py lines 337-341).
+    Here each linear layer is replaced as the model's constructor registers
+    it (a global module registration hook, PyTorch >= 2.0), so the set-up
+    holds one layer's fp32 weight at a time, as the loader does. Returns
+    the hook's handle (remove it once the model is built)."""
+    cdt = torch.bfloat16 if a.amp == "bf16" else torch.float32
+
+    def hook(module, name, sub):
+        if name == "lm_head" or not isinstance(sub, (nn.Linear, H.Conv1D)):
+            return None
+        conv = isinstance(sub, H.Conv1D)
+        q = Linear4bit(sub, conv, a.double_quant, cdt)
+        q.in_features, q.out_features = sub.weight.shape if conv else (sub.in_features, sub.out_features)
+        return q
+    return torch.nn.modules.module.register_module_module_registration_hook(hook)
+
+
 def hf_name(family, name):
     """Our module tree's name -> the Hugging Face parameter name
     (GPT2LMHeadModel: transformer.<...> but lm_head; LlamaForCausalLM:
@@ -263,7 +482,7 @@ def apply_lora(a, model, family):
     adapted = []
     mods = dict(model.named_modules())
     for name, mod in list(mods.items()):
-        if name == "lm_head" or not isinstance(mod, (nn.Linear, from_hf)):
+        if name == "lm_head" or not isinstance(mod, (nn.Linear, from_hf, Linear4bit)):
             continue
         if targets != "all-linear":
             # PEFT's check_target_module_exists: the key equals a target or
@@ -272,7 +491,10 @@ def apply_lora(a, model, family):
                 continue
         parent, _, leaf = name.rpartition(".")
         pm = mods[parent] if parent else model
-        setattr(pm, leaf, LoraLinear(mod, a.lora_r, a.lora_alpha, a.lora_dropout, isinstance(mod, from_hf)))
+        if isinstance(mod, Linear4bit):  # PEFT's dispatch_bnb_4bit (tuners/lora/bnb.py): lora.bnb.Linear4bit
+            setattr(pm, leaf, LoraLinear4bit(mod, a.lora_r, a.lora_alpha, a.lora_dropout, False))
+        else:
+            setattr(pm, leaf, LoraLinear(mod, a.lora_r, a.lora_alpha, a.lora_dropout, isinstance(mod, from_hf)))
         adapted.append(hf_name(family, name))
     if not adapted:
         raise ValueError(f"--lora-targets {targets}: no module matches")
@@ -446,10 +668,13 @@ def run(a, rank=0, world=1):
     losses, grad_norms = [], []
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         H.mark("build")
+        q4 = quantize_as_loaded(a) if a.quant_base == "nf4" else None
         if family == "gpt2":
             model = H.GPT2LMHeadModel(cfg, tied, a.mask, False)
         else:  # the family's own attention (hf_torch.py's FAMILY_ATTENTION)
             model = H.LlamaForCausalLM(cfg, tied, False, H.FAMILY_ATTENTION.get(family))
+        if q4 is not None:
+            q4.remove()
         model.train()
         case = None
         if a.case:
@@ -622,7 +847,7 @@ def run(a, rank=0, world=1):
     out = dict(torch=torch.__version__, model=a.model, family=family, tied=tied, seq=a.seq, batch=a.batch,
                grad_accum=K, world=world, no_sync=bool(a.no_sync) if world > 1 else None, steps=S,
                optimizer_impl=a.optimizer_impl, zero_grad="none" if zero_none else "zeros", dropout=a.dropout, amp=a.amp,
-               freeze=a.freeze, lora=dict(r=a.lora_r, alpha=a.lora_alpha, dropout=a.lora_dropout,
+               freeze=a.freeze, quant_base=a.quant_base, double_quant=a.double_quant, lora=dict(r=a.lora_r, alpha=a.lora_alpha, dropout=a.lora_dropout,
                                           targets=adapted) if a.lora_r else None,
                params=n_all, trainable=n_train,
                frozen_names=sorted(hf_name(family, n) for n in frozen),
@@ -750,6 +975,11 @@ def main():
     ap.add_argument("--dropout", choices=["0", "config"], default="0")
     ap.add_argument("--mask", choices=["where", "add"], default="where")
     ap.add_argument("--amp", choices=["none", "bf16"], default="none")
+    ap.add_argument("--quant-base", choices=["none", "nf4"], default="none",
+                    help="nf4: QLoRA's 4-bit base (bitsandbytes 0.47.0's Linear4bit written op by op: see "
+                         "Linear4bit), compute dtype bf16 under --amp bf16, else fp32; PyTorch >= 2.2")
+    ap.add_argument("--double-quant", choices=["on", "off"], default=None,
+                    help="with --quant-base nf4: compress_statistics (zerosim's spelling)")
     ap.add_argument("--recompute", choices=["none", "full"], default="none",
                     help="full: Hugging Face's gradient checkpointing (hf_torch.py's --recompute, its "
                          "input_require_grads hook included)")
@@ -776,6 +1006,11 @@ def main():
         ap.error("--fsdp shards over --world N >= 2 ranks")
     if a.fsdp and a.zero1:
         ap.error("--fsdp and --zero1: one wrapper a run")
+    if a.quant_base == "nf4" and (not a.lora_r or a.case or a.world > 1 or H.TV < (2, 2)):
+        ap.error("--quant-base nf4: with --lora-r, one rank, no --case, PyTorch >= 2.2 (bitsandbytes 0.47.0)")
+    if a.double_quant and a.quant_base != "nf4":
+        ap.error("--double-quant: only with --quant-base nf4")
+    a.double_quant = a.double_quant == "on"
     if a.fsdp_strategy != "full_shard" and not a.fsdp:
         ap.error("--fsdp-strategy: only with --fsdp")
     try:

@@ -1138,10 +1138,13 @@ static T addmm_saved_mat1(struct bld *b, T x2, T w, T bias, int *dx, int *dw, in
  * section, after the linear layers it uses). */
 static T lora_fwd(struct bld *b, T x, T y, int32_t k);
 static void lora_bwd(struct bld *b, T g, int32_t k, T *xbuf);
+static void lora_over_4bit(struct bld *b, int32_t k);
 /* A 4-bit base layer's forward and backward (util/autograd.c's QLoRA
  * section). */
-static T q4_linear(struct bld *b, T x, struct pt *w, struct pt *bias, uint64_t *rows, uint64_t *in, int *dx);
-static void q4_linear_bwd(struct bld *b, T g, int owned, uint64_t rows, uint64_t in, int dx, struct pt *w, T *xbuf);
+static T q4_linear(struct bld *b, T x, struct pt *w, struct pt *bias, uint64_t *rows, uint64_t *in, int *dx,
+                   int *cast);
+static void q4_linear_bwd(struct bld *b, T g, int owned, uint64_t rows, uint64_t in, int dx, int cast, struct pt *w,
+                          T *xbuf);
 
 struct conv_saved {
 	T x2;
@@ -1155,7 +1158,7 @@ static T conv1d(struct bld *b, T x, struct pt *w, struct pt *bb, struct conv_sav
 {
 	if (w->q4 >= 0) { /* bnb's Linear4bit in Conv1D's place: no saved input (the base is frozen) */
 		sv->x2 = sv->w16 = NO, sv->xcast = 0, sv->dw = sv->db = 0;
-		T r = q4_linear(b, x, w, bb, &sv->rows, &sv->nx, &sv->dx);
+		T r = q4_linear(b, x, w, bb, &sv->rows, &sv->nx, &sv->dx, &sv->xcast);
 		sv->node = sv->dx;
 		return r;
 	}
@@ -1194,7 +1197,7 @@ static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct
 {
 	if (w->q4 >= 0) {
 		T lx = NO;
-		q4_linear_bwd(b, g, owned, sv->rows, sv->nx, sv->dx, w, &lx);
+		q4_linear_bwd(b, g, owned, sv->rows, sv->nx, sv->dx, sv->xcast, w, &lx);
 		return lx;
 	}
 	uint64_t rows = sv->rows, nx = sv->nx, nf = b->s->tensor[w->w].shape[1];
@@ -1589,7 +1592,7 @@ static int rope_sum_copies(uint64_t B, uint64_t n, uint64_t Tn, uint64_t hd)
  * MulBackward (noise: NO without dropout, where attw is sm), then
  * SoftmaxBackward with its saved result sm. */
 static T attn_v_bwd(struct bld *b, T dm, T attw, T sm, T noise, T v, uint64_t B, uint64_t h, uint64_t Tn,
-                    uint64_t hd, T *dv)
+                    uint64_t hd, T *dv, enum ag_dtype vdt)
 {
 	uint64_t d = h * hd;
 	T dmp = vw(b, dm, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)(Tn * d), (int64_t)hd, (int64_t)d, 1 }, 0);
@@ -1616,6 +1619,12 @@ static T attn_v_bwd(struct bld *b, T dm, T attw, T sm, T noise, T v, uint64_t B,
 	int drop_first = noise != NO && b->s->tensor[noise].dtype == dt && dt != smt;
 	if (smt != dt && !drop_first)
 		dsm = ac_grad_back_to(b, dsm, smt);
+	/* autocast over an fp32 v (QLoRA's v_proj: Linear4bit's result back
+	 * in x's fp32): matmul cast v before the weights (right to left), so
+	 * its ToCopyBackward runs after theirs, before the dropout's and the
+	 * softmax's nodes (made before both casts) */
+	if (vdt != dt)
+		*dv = ac_grad_back_to(b, *dv, vdt);
 	if (noise != NO) {
 		/* the grad in the dropout output's shape (Llama's is [B, h, T, T]) */
 		const struct ag_tensor n_ = b->s->tensor[noise], *n = &n_; /* a copy: the array grows */
@@ -2263,7 +2272,8 @@ static T gpt2_block_bwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 		/* CloneBackward, PermuteBackward: a permuted view of dm; then
 		 * UnsafeViewBackward, BmmBackward, SoftmaxBackward */
 		T dvc;
-		T dwh = attn_v_bwd(b, dm, s->attw, s->sm, s->drop_attn, s->v, B, h, Tn, hd, &dvc);
+		T dwh = attn_v_bwd(b, dm, s->attw, s->sm, s->drop_attn, s->v, B, h, Tn, hd, &dvc,
+		                   b->s->tensor[s->v].dtype);
 		/* WhereBackward: where(cond, grad, 0) */
 		enum ag_dtype dt = b->s->tensor[dwh].dtype;
 		T zero = tmp(b, "scalar_tensor (0)", dt, 0, NULL);
@@ -2489,7 +2499,7 @@ struct lin_saved {
 static T q4_lin(struct bld *b, T x, struct pt *w, struct pt *bias, struct lin_saved *sv)
 {
 	sv->x2 = sv->w16 = NO, sv->xcast = 0, sv->dw = sv->db = 0;
-	T r = q4_linear(b, x, w, bias, &sv->rows, &sv->in, &sv->dx);
+	T r = q4_linear(b, x, w, bias, &sv->rows, &sv->in, &sv->dx, &sv->xcast);
 	sv->node = sv->dx;
 	return r;
 }
@@ -2535,7 +2545,7 @@ static T linear(struct bld *b, T x, struct pt *w, struct lin_saved *sv)
 static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, struct pt *w, T *xbuf)
 {
 	if (w->q4 >= 0) {
-		q4_linear_bwd(b, g, owned, sv->rows, sv->in, sv->dx, w, xbuf);
+		q4_linear_bwd(b, g, owned, sv->rows, sv->in, sv->dx, sv->xcast, w, xbuf);
 		return;
 	}
 	uint64_t rows = sv->rows, in = sv->in, out = b->s->tensor[w->w].shape[0];
@@ -2883,58 +2893,122 @@ static T q4_weight(struct bld *b, const struct q4_st *q)
 	return d;
 }
 
-/* Linear4bit.forward over x [.., in]: F.linear(x, W, bias) with W
- * dequantized (1.13's linear: addmm over x's 2-D view with a bias, mm
- * without; inside the autograd.Function, so nothing saved); then, for an
- * adapted layer, PEFT's clone and the adapter. *dx: x requires grad (the
- * node's backward makes x's gradient). */
-static T q4_linear(struct bld *b, T x, struct pt *w, struct pt *bias, uint64_t *rows, uint64_t *in, int *dx)
+/* Linear4bit.forward over x [.., in] (nn/modules.py lines 541–565):
+ * F.linear(x, W, bias) with W dequantized (1.13's linear: addmm over x's
+ * 2-D view with a bias, mm without; inside the autograd.Function, so
+ * nothing saved); then, for an adapted layer, PEFT's clone and the
+ * adapter. *dx: x requires grad (the node's backward makes x's gradient).
+ * Under autocast (--precision amp-bf16) the compute dtype is bf16, as the
+ * QLoRA recipe sets it (BitsAndBytesConfig(bnb_4bit_compute_dtype=
+ * torch.bfloat16): compute_type_is_set, lines 482–483): x.to(bf16) (line
+ * 559: a copy where x is fp32, *cast set; ToCopyBackward), the bias
+ * .to(bf16) (line 561: a copy a call, frozen: no node), MatMul4Bit
+ * (autograd/_functions.py line 380): the weight dequantized into
+ * quant_state.dtype, the weight's dtype before quantizing (fp32: zerosim's
+ * model is fp32), then .to(A.dtype), a bf16 copy, the fp32 one gone before
+ * F.linear runs (its operands all bf16 already: autocast's linear casts
+ * nothing); its bf16 result .to(x's dtype) (line 565: where *cast, an fp32
+ * copy, ToCopyBackward; the bf16 one gone), x's and the bias's copies
+ * gone as forward returns. A bias whose dtype is not x's is cast for
+ * good (`self.bias.data = self.bias.data.to(x.dtype)`, line 551): the
+ * parameter's dtype would change in the first forward, not described
+ * (gpt2's c_proj, fed bf16). */
+static T q4_linear(struct bld *b, T x, struct pt *w, struct pt *bias, uint64_t *rows, uint64_t *in, int *dx,
+                   int *cast)
 {
 	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	const struct q4_st *q = &b->M->q4[w->q4];
+	enum ag_dtype cdt = b->o->amp; /* the compute dtype: bf16 under autocast, else fp32 */
 	*in = o->shape[o->ndim - 1], *rows = numel(o) / *in;
-	T x2 = reshape(b, x, 2, SH(*rows, *in));
+	*cast = o->dtype != cdt;
+	/* gpt2 under autocast: c_attn's result is back in fp32 (x's dtype),
+	 * which the attention's casts (written for a bf16 qkv) do not take,
+	 * and c_proj's bf16 input would cast its bias for good */
+	if (cdt != AG_F32 && b->m->family == ZS_FAMILY_GPT2)
+		unsupported(b, "QLoRA under autocast over gpt2: Linear4bit hands c_attn's result back in fp32 to an "
+		               "attention written for bf16, and casts c_proj's bias to bf16 for good (bitsandbytes 0.47.0 "
+		               "nn/modules.py line 551)");
+	if (bias && b->s->tensor[bias->w].dtype != o->dtype)
+		unsupported(b, "QLoRA under autocast with a biased 4-bit layer fed bf16: Linear4bit.forward casts its "
+		               "bias to bf16 for good (bitsandbytes 0.47.0 nn/modules.py line 551)");
+	T xm = *cast ? to_dtype(b, x, cdt, "_to_copy (Linear4bit's x.to(compute_dtype))") : x;
+	T bm = bias && cdt != AG_F32 ? to_dtype(b, bias->w, cdt, "_to_copy (Linear4bit's bias.to(compute_dtype))")
+	       : bias ? bias->w : NO;
+	T x2 = reshape(b, xm, 2, SH(*rows, *in));
 	T d = q4_weight(b, q);
+	if (cdt != AG_F32) { /* .to(A.dtype): the fp32 weight goes as the copy is made */
+		T d16 = to_dtype(b, d, cdt, "_to_copy (dequantize_4bit(...).to(A.dtype))");
+		unref(b, d);
+		d = d16;
+	}
 	T dt = transpose_last2(b, d);
-	T y = TMP(bias ? "addmm (Linear4bit)" : "mm (Linear4bit)", AG_F32, *rows, q->rows);
-	op(b, bias ? AG_OP_ADDMM : AG_OP_MM, x2, dt, bias ? bias->w : NO, y, NO, NO);
+	T y = TMP(bias ? "addmm (Linear4bit)" : "mm (Linear4bit)", cdt, *rows, q->rows);
+	op(b, bias ? AG_OP_ADDMM : AG_OP_MM, x2, dt, bm, y, NO, NO);
 	unref(b, dt);
 	unref(b, d); /* the dequantized weight: a temporary of the call */
 	*dx = RG(b, x2);
 	unref(b, x2);
 	T res = grad_in_x_shape(b, y, o);
+	if (*cast) { /* .to(inp_dtype) */
+		T r32 = to_dtype(b, res, o->dtype, "_to_copy (Linear4bit's result .to(x's dtype))");
+		unref(b, res);
+		res = r32;
+		unref(b, xm);
+	}
+	if (bm != NO && bm != bias->w)
+		unref(b, bm);
 	if (w->lora < 0)
 		return res;
 	T c = like(b, "clone (lora.bnb.Linear4bit's result)", res);
 	op(b, AG_OP_COPY, res, NO, NO, c, NO, NO);
 	unref(b, res);
+	lora_over_4bit(b, w->lora);
 	return lora_fwd(b, x, c, w->lora);
 }
 
 /* Its backward from g [.., out]: the adapter's branch first (later in
  * forward; CloneBackward hands g on as it is), then MatMul4Bit's: x's
- * gradient g @ W, W dequantized again (_functions.py line 411), to *xbuf. */
-static void q4_linear_bwd(struct bld *b, T g, int owned, uint64_t rows, uint64_t in, int dx, struct pt *w, T *xbuf)
+ * gradient g @ W, W dequantized again (_functions.py line 411), to *xbuf.
+ * Where forward cast (autocast, x fp32): g's ToCopyBackward to bf16
+ * first (g let go as it returns), the weight dequantized in fp32 and
+ * .to(grad_output.dtype) (bf16), the product bf16, then x.to(bf16)'s
+ * ToCopyBackward back to fp32. */
+static void q4_linear_bwd(struct bld *b, T g, int owned, uint64_t rows, uint64_t in, int dx, int cast, struct pt *w,
+                          T *xbuf)
 {
 	const struct ag_tensor go_ = b->s->tensor[g];
 	const struct q4_st *q = &b->M->q4[w->q4];
+	enum ag_dtype cdt = b->o->amp;
 	if (w->lora >= 0) {
 		ref(b, g);
 		lora_bwd(b, g, w->lora, xbuf);
+	}
+	if (dx && cast) {
+		T gb = to_dtype(b, g, cdt, "_to_copy (ToCopyBackward)");
+		if (owned)
+			unref(b, g);
+		g = gb, owned = 1;
 	}
 	T g2 = reshape(b, g, 2, SH(rows, q->rows));
 	T r = NO;
 	if (dx) {
 		T d = q4_weight(b, q);
-		r = TMP("mm (MatMul4Bit backward)", AG_F32, rows, in);
+		if (cdt != AG_F32) {
+			T d16 = to_dtype(b, d, cdt, "_to_copy (dequantize_4bit(...).to(grad_output.dtype))");
+			unref(b, d);
+			d = d16;
+		}
+		r = TMP("mm (MatMul4Bit backward)", cdt, rows, in);
 		op(b, AG_OP_MM, g2, d, NO, r, NO, NO);
 		unref(b, d);
 	}
 	unref(b, g2);
 	if (owned)
 		unref(b, g);
-	if (r != NO)
-		arrive(b, xbuf, grad_in_x_shape(b, r, &go_));
+	if (r != NO) {
+		T rx = grad_in_x_shape(b, r, &go_);
+		arrive(b, xbuf, cast ? ac_grad_back(b, rx) : rx);
+	}
 }
 
 /* LoRA (--lora-r): PEFT v0.20.0's lora.Linear (peft/tuners/lora/layer.py,
@@ -2951,6 +3025,8 @@ struct lora_st {
 	T wk;                   /* MulBackward0's saved `other`: the wrapped number scaling (NO: none) */
 	T drop;                 /* the dropout's noise its MulBackward0 keeps (NO: p = 0, or x requires no grad) */
 	int xcast;              /* autocast: x was 16-bit, PEFT's x.to(float32) made a copy (ToCopyBackward) */
+	int bnb;                /* over a 4-bit base: lora.bnb.Linear4bit's forward (q4_linear) */
+	int ocast;              /* bnb under autocast: output.to(result's fp32) made a copy (ToCopyBackward) */
 };
 
 /* Under --wrapper fsdp (o->fsdp_unit_marks) a mark where PEFT's wrap
@@ -3005,6 +3081,17 @@ static T lora_fwd(struct bld *b, T x, T y, int32_t k)
 	st->wk = NO;
 	T m = scalar_op(b, AG_OP_MUL_SCALAR, "mul (lora_B(...) * scaling)", bo, st->scaling, RG(b, bo) ? &st->wk : NULL);
 	unref(b, bo);
+	/* lora.bnb.Linear4bit (tuners/lora/bnb.py lines 543–552): where
+	 * torch.is_autocast_enabled() is False — under 2.6 that asks CUDA's
+	 * autocast, so under the CPU's too (seen: False inside
+	 * torch.autocast("cpu")) — output.to(expected_dtype), result's: an
+	 * fp32 copy of the 16-bit term before the sum (ToCopyBackward) */
+	st->ocast = st->bnb && b->s->tensor[m].dtype != b->s->tensor[y].dtype;
+	if (st->ocast) {
+		T m32 = to_dtype(b, m, b->s->tensor[y].dtype, "_to_copy (PEFT's output.to(expected_dtype))");
+		unref(b, m);
+		m = m32;
+	}
 	T out = like(b, "add (result + lora)", y);
 	op(b, AG_OP_ADD, y, m, NO, out, NO, NO)->arg[0] = 1;
 	unref(b, y); /* `result` is rebound */
@@ -3012,6 +3099,12 @@ static T lora_fwd(struct bld *b, T x, T y, int32_t k)
 	if (x != x0) /* forward returns: its local x, the fp32 copy */
 		unref(b, x);
 	return out;
+}
+
+/* Adapter k is lora.bnb.Linear4bit's (its base layer 4-bit). */
+static void lora_over_4bit(struct bld *b, int32_t k)
+{
+	b->M->lora[k].bnb = 1;
 }
 
 /* x's gradient through PEFT's x.to(float32) (its ToCopyBackward: back to
@@ -3033,6 +3126,8 @@ static void lora_bwd(struct bld *b, T g, int32_t k, T *xbuf)
 		unref(b, g);
 		return;
 	}
+	if (st->ocast) /* output.to(expected_dtype)'s ToCopyBackward: g in the term's 16-bit type */
+		g = ac_grad_back_to(b, g, b->o->amp);
 	T cs = cast_scalar_as(b, st->wk, b->s->tensor[g].dtype);
 	T dm = like(b, "mul (scaling backward)", g);
 	op(b, AG_OP_MUL_SCALAR, g, NO, NO, dm, NO, NO)->arg[0] = st->scaling;
@@ -4370,6 +4465,7 @@ struct llama_layer_saved {
 	struct sdpa_saved sd;        /* --attn sdpa: the flash kernel's saved set */
 	T gate_o, silu_o, up_o;      /* the MLP's */
 	T qf;                        /* autocast: the fp32 q_embed whose bf16 cast bmm keeps (NO: none) */
+	enum ag_dtype vdt;           /* v's dtype before matmul (fp32 under autocast over a 4-bit v_proj) */
 	T drop_resid, drop_mlp;      /* phi3: its residual dropouts' noise (NO: p = 0, or another family) */
 	/* requires_grad (--freeze): the layer's input, q/k/v (all or none),
 	 * o_proj's output, the residual sum h2, gate/up (both or none), the
@@ -4512,7 +4608,7 @@ static void sdpa_math_bwd(struct bld *b, struct llama_layer_saved *s, T dac, uin
 {
 	double rs = sqrt(attn_scale(b->m, hd));
 	T dvr;
-	T dam = attn_v_bwd(b, dac, s->attw, s->sm, NO, s->vr, B, h, Tn, hd, &dvr);
+	T dam = attn_v_bwd(b, dac, s->attw, s->sm, NO, s->vr, B, h, Tn, hd, &dvr, b->s->tensor[s->vr].dtype);
 	T dqc, dkt;
 	qk_bwd(b, dam, s->qe, s->ktc, B * h, Tn, hd, &dqc, &dkt);
 	s->qe = s->ktc = s->attw = s->sm = s->vr = NO;
@@ -5459,7 +5555,19 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 		unref(b, smin); /* the name is rebound */
 		s->sm = ka ? sm : NO;
 		/* the weights and v repeated (contiguous) as bmm takes them;
-		 * autocast's matmul casts the fp32 weights (v is bf16) */
+		 * autocast's matmul casts the fp32 weights (v is bf16; an fp32
+		 * v, a 4-bit v_proj's result, is cast first: the arguments
+		 * right to left, the copy keeping v's strides) */
+		s->vdt = b->s->tensor[vr].dtype;
+		if (b->o->amp != AG_F32 && s->vdt != b->o->amp) {
+			if (rep == 1) /* .to() keeps the transposed projection's strides: matmul's copy of it */
+				unsupported(b, "QLoRA under autocast with as many k/v heads as heads (matmul's copy of v's "
+				               "bf16 cast)");
+			T vb = to_dtype(b, vr, b->o->amp, "_to_copy (autocast)");
+			vname = vr; /* value_states: held to forward's end */
+			vr = vb;
+			kvcopy = 1; /* the cast is contiguous: bmm takes its view */
+		}
 		if (b->o->amp != AG_F32) {
 			T smb = ac_cast(b, smd);
 			unref(b, smd);
@@ -5703,7 +5811,7 @@ static T llama_layer_bwd(struct bld *b, struct model *M, struct llama_layer_save
 		rope_bwd(b, gv[0], &s->rq, &qbuf);
 	} else {
 		T dvr;
-		T dam = attn_v_bwd(b, dac, s->attw, s->sm, s->drop_attn, s->vr, B, h, Tn, hd, &dvr);
+		T dam = attn_v_bwd(b, dac, s->attw, s->sm, s->drop_attn, s->vr, B, h, Tn, hd, &dvr, s->vdt);
 		/* AddBackward (+ mask) passes (autocast: cast to the bf16
 		 * scores' dtype, validate_outputs); MulBackward (* scaling) */
 		enum ag_dtype sdt = b->s->tensor[s->ktc].dtype;

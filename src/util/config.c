@@ -893,12 +893,13 @@ static int check_lora(const struct zs_config *c, char **cause)
 	if (c->quant_nf4 && c->torch_version == ZS_TORCH_1_13)
 		return zs_fail(cause, "--quant-base nf4 with --torch-version 1.13: bitsandbytes 0.47.0 needs torch >= 2.2 "
 		               "(give --torch-version 2.6)");
-	/* not run together yet: bnb's compute dtype under autocast (under
-	 * ZeroRedundancyOptimizer QLoRA runs: docs/finetune.md, "QLoRA's
-	 * 4-bit base") */
-	if (c->quant_nf4 && (c->precision == ZS_AMP_BF16 || c->precision == ZS_AMP_FP16))
-		return zs_fail(cause, "--quant-base nf4 with --precision %s: QLoRA under autocast is not described yet (give "
-		               "--precision fp32)", zs_precision_name(c->precision));
+	/* under bf16 autocast the compute dtype is bf16, as the QLoRA recipe
+	 * sets it (bnb_4bit_compute_dtype=torch.bfloat16: docs/finetune.md,
+	 * "QLoRA under bf16 autocast"); float16's (its compute dtype, the
+	 * CPU's float16 autocast) is not described */
+	if (c->quant_nf4 && c->precision == ZS_AMP_FP16)
+		return zs_fail(cause, "--quant-base nf4 with --precision amp-fp16: QLoRA under float16 autocast is not "
+		               "described yet (give --precision amp-bf16 or fp32)");
 	return 0;
 }
 
