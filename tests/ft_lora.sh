@@ -33,7 +33,13 @@
 #
 # `tests/ft_lora.sh torch26` (make check-torch26): the same comparison
 # against PyTorch 2.6 in its Debian 13 root (tests/torch26_root.sh; skip
-# without one, a failure under ZS_REQUIRE_TORCH26=1).
+# without one, a failure under ZS_REQUIRE_TORCH26=1). Its "QLoRA" rows
+# (--quant-base nf4, 2.6 only: bitsandbytes 0.47.0 needs torch >= 2.2):
+# ft_torch.py's op-by-op Linear4bit (bitsandbytes does not install here;
+# docs/finetune.md, "QLoRA under bf16 autocast"), fp32 and under bf16
+# autocast with bitsandbytes' compute dtype bf16 (llama, qwen2's biased
+# q and v, phi3's fused layers, double quantization, K = 2, and a wide
+# MLP whose dequantized fp32 weight and its bf16 copy make the peak).
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 disagreement, 99 hard error.
@@ -49,6 +55,10 @@ ft_configs 1024 176
 # side makes it (tests/hf_torch.py, LlamaForCausalLM: the head is made on
 # the meta device, as from_pretrained makes it)
 sed 's/"tie_word_embeddings": false/"tie_word_embeddings": true/' "$tmp/qwen2.json" >"$tmp/qwen2t.json"
+# QLoRA's wide llama (tests/ft_qlora.sh's): an MLP of 4,096, a vocabulary of
+# 16, so that at T = 4, B = 1 a dequantized weight makes the peak
+sed 's/"intermediate_size": 176/"intermediate_size": 4096/; s/"vocab_size": 1024/"vocab_size": 16/' \
+	"$tmp/llama.json" >"$tmp/wide.json"
 # llama at hidden 1024, 8 layers, vocab 32000 (674 MB of fp32 parameters):
 # DDP's construction broadcasts them in three buckets of 250 MiB (1.13
 # distributed.py 643, broadcast_bucket_size), several tensors each
@@ -241,6 +251,12 @@ autocast: llama, all-linear (o_proj's and down_proj's bf16 input cast to fp32);l
 autocast: qwen2, default targets (biased q_proj, v_proj);qwen2;zeros;1;1;-;--lora-r 4
 autocast: phi3, all-linear;phi3;none;1;1;-;--lora-r 4 --lora-targets all-linear
 2.6: autocast: llama, all-linear;llama;none;1;1;-;--lora-r 4 --lora-targets all-linear
+2.6: QLoRA: gpt2, all-linear (Conv1D, biased), zeros;gpt2;zeros;1;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4
+2.6: autocast: QLoRA: llama, default targets, zeros;llama;zeros;1;1;-;--lora-r 4 --quant-base nf4
+2.6: autocast: QLoRA: llama, all-linear, double quant, K = 2;llama;none;2;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on
+2.6: autocast: QLoRA: qwen2, default targets (biased q, v: the bias's bf16 copy a call);qwen2;zeros;1;1;-;--lora-r 4 --quant-base nf4
+2.6: autocast: QLoRA: phi3, all-linear (fused), double quant;phi3;none;1;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on
+2.6: autocast: QLoRA: wide MLP, T = 4, B = 1 (the dequantized fp32 weight and its bf16 copy at the peak);wide;none;1;1;-;--lora-r 4 --quant-base nf4 --seq 4 --batch 1
 DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4
 DDP N = 2, llama q_proj + v_proj, K = 2, without no_sync, set_to_none;llama;none;2;2;off;--lora-r 4
 DDP N = 2, gpt2 c_attn, K = 2, no_sync, set_to_none;gpt2;none;2;2;on;--lora-r 4

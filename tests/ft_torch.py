@@ -66,6 +66,16 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    _maybe_include_all_linear_layers); default PEFT's per
                    model (peft/utils/constants.py v0.20.0: gpt2 c_attn line
                    69, llama q_proj,v_proj line 83).
+  --quant-base nf4 [--double-quant on|off]
+                   with --lora-r (one rank, PyTorch >= 2.2, no --case):
+                   QLoRA's 4-bit base, bitsandbytes 0.47.0's Linear4bit
+                   written op by op (bitsandbytes does not install here;
+                   see Linear4bit, MatMul4Bit, dequantize_4bit), every
+                   nn.Linear and Conv1D but lm_head quantized as the
+                   constructor registers it (quantize_as_loaded), under
+                   PEFT's lora.bnb.Linear4bit (LoraLinear4bit); its
+                   compute dtype bf16 under --amp bf16 (the QLoRA recipe's
+                   bnb_4bit_compute_dtype), else fp32.
   --amp bf16       each micro-step's forward under torch.autocast("cpu",
                    bfloat16), as hf_torch.py --amp bf16 (oneDNN off, as
                    there); the loss's division by K and backward outside the
@@ -302,7 +312,7 @@ class Linear4bit(nn.Module):
     541-565): the bias's data cast to x's dtype for good where they differ
     (line 551), x to compute_dtype (559), the bias to compute_dtype (561),
     matmul_4bit (565: MatMul4Bit.apply for a CPU input, _functions.py lines
-    442-452), the result back to x's dtype. compute_dtype: bf16 under
+    434-452), the result back to x's dtype. compute_dtype: bf16 under
     --amp bf16 (BitsAndBytesConfig(bnb_4bit_compute_dtype=torch.bfloat16),
     the QLoRA recipe), else fp32 (the config's default)."""
 

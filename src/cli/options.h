@@ -147,8 +147,9 @@ struct zs_opt {
 	"                         layer but the head as bitsandbytes' Linear4bit (NF4,\n" \
 	"                         fp32 absmax per 64: 4.5 bits), dequantized into an\n" \
 	"                         fp32 temporary at each use (default none;\n" \
-	"                         torch 2.6, fp32; --wrapper none or ddp, dp or\n" \
-	"                         zero1)\n" \
+	"                         torch 2.6; fp32, or amp-bf16: compute dtype bf16,\n" \
+	"                         the temporary copied to bf16; not gpt2; --wrapper\n" \
+	"                         none or ddp, dp or zero1)\n" \
 	"      --double-quant S   with --quant-base nf4: the absmax in 8 bits, on or\n" \
 	"                         off (default off; about 4.127 bits a weight)\n"
 
