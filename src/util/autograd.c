@@ -1592,7 +1592,7 @@ static int rope_sum_copies(uint64_t B, uint64_t n, uint64_t Tn, uint64_t hd)
  * MulBackward (noise: NO without dropout, where attw is sm), then
  * SoftmaxBackward with its saved result sm. */
 static T attn_v_bwd(struct bld *b, T dm, T attw, T sm, T noise, T v, uint64_t B, uint64_t h, uint64_t Tn,
-                    uint64_t hd, T *dv, enum ag_dtype vdt)
+                    uint64_t hd, T *dv, int vcast)
 {
 	uint64_t d = h * hd;
 	T dmp = vw(b, dm, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)(Tn * d), (int64_t)hd, (int64_t)d, 1 }, 0);
@@ -1623,8 +1623,8 @@ static T attn_v_bwd(struct bld *b, T dm, T attw, T sm, T noise, T v, uint64_t B,
 	 * in x's fp32): matmul cast v before the weights (right to left), so
 	 * its ToCopyBackward runs after theirs, before the dropout's and the
 	 * softmax's nodes (made before both casts) */
-	if (vdt != dt)
-		*dv = ac_grad_back_to(b, *dv, vdt);
+	if (vcast)
+		*dv = ac_grad_back(b, *dv);
 	if (noise != NO) {
 		/* the grad in the dropout output's shape (Llama's is [B, h, T, T]) */
 		const struct ag_tensor n_ = b->s->tensor[noise], *n = &n_; /* a copy: the array grows */
@@ -2272,8 +2272,7 @@ static T gpt2_block_bwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 		/* CloneBackward, PermuteBackward: a permuted view of dm; then
 		 * UnsafeViewBackward, BmmBackward, SoftmaxBackward */
 		T dvc;
-		T dwh = attn_v_bwd(b, dm, s->attw, s->sm, s->drop_attn, s->v, B, h, Tn, hd, &dvc,
-		                   b->s->tensor[s->v].dtype);
+		T dwh = attn_v_bwd(b, dm, s->attw, s->sm, s->drop_attn, s->v, B, h, Tn, hd, &dvc, 0);
 		/* WhereBackward: where(cond, grad, 0) */
 		enum ag_dtype dt = b->s->tensor[dwh].dtype;
 		T zero = tmp(b, "scalar_tensor (0)", dt, 0, NULL);
@@ -4465,7 +4464,7 @@ struct llama_layer_saved {
 	struct sdpa_saved sd;        /* --attn sdpa: the flash kernel's saved set */
 	T gate_o, silu_o, up_o;      /* the MLP's */
 	T qf;                        /* autocast: the fp32 q_embed whose bf16 cast bmm keeps (NO: none) */
-	enum ag_dtype vdt;           /* v's dtype before matmul (fp32 under autocast over a 4-bit v_proj) */
+	int vcast;                   /* autocast cast an fp32 v for bmm (a 4-bit v_proj's result) */
 	T drop_resid, drop_mlp;      /* phi3: its residual dropouts' noise (NO: p = 0, or another family) */
 	/* requires_grad (--freeze): the layer's input, q/k/v (all or none),
 	 * o_proj's output, the residual sum h2, gate/up (both or none), the
@@ -4608,7 +4607,7 @@ static void sdpa_math_bwd(struct bld *b, struct llama_layer_saved *s, T dac, uin
 {
 	double rs = sqrt(attn_scale(b->m, hd));
 	T dvr;
-	T dam = attn_v_bwd(b, dac, s->attw, s->sm, NO, s->vr, B, h, Tn, hd, &dvr, b->s->tensor[s->vr].dtype);
+	T dam = attn_v_bwd(b, dac, s->attw, s->sm, NO, s->vr, B, h, Tn, hd, &dvr, 0);
 	T dqc, dkt;
 	qk_bwd(b, dam, s->qe, s->ktc, B * h, Tn, hd, &dqc, &dkt);
 	s->qe = s->ktc = s->attw = s->sm = s->vr = NO;
@@ -5558,8 +5557,8 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 		 * autocast's matmul casts the fp32 weights (v is bf16; an fp32
 		 * v, a 4-bit v_proj's result, is cast first: the arguments
 		 * right to left, the copy keeping v's strides) */
-		s->vdt = b->s->tensor[vr].dtype;
-		if (b->o->amp != AG_F32 && s->vdt != b->o->amp) {
+		s->vcast = b->o->amp != AG_F32 && b->s->tensor[vr].dtype != b->o->amp;
+		if (s->vcast) {
 			if (rep == 1) /* .to() keeps the transposed projection's strides: matmul's copy of it */
 				unsupported(b, "QLoRA under autocast with as many k/v heads as heads (matmul's copy of v's "
 				               "bf16 cast)");
@@ -5811,7 +5810,7 @@ static T llama_layer_bwd(struct bld *b, struct model *M, struct llama_layer_save
 		rope_bwd(b, gv[0], &s->rq, &qbuf);
 	} else {
 		T dvr;
-		T dam = attn_v_bwd(b, dac, s->attw, s->sm, s->drop_attn, s->vr, B, h, Tn, hd, &dvr, s->vdt);
+		T dam = attn_v_bwd(b, dac, s->attw, s->sm, s->drop_attn, s->vr, B, h, Tn, hd, &dvr, s->vcast);
 		/* AddBackward (+ mask) passes (autocast: cast to the bf16
 		 * scores' dtype, validate_outputs); MulBackward (* scaling) */
 		enum ag_dtype sdt = b->s->tensor[s->ktc].dtype;
