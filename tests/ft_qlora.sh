@@ -1,9 +1,11 @@
 #!/bin/sh
 # ft_qlora — zerosim's --quant-base nf4 (issue #23: QLoRA's 4-bit base,
 # bitsandbytes 0.47.0's Linear4bit under PEFT's adapters; docs/finetune.md,
-# "QLoRA's 4-bit base"): no PyTorch reference (bitsandbytes does not
-# install here; the quantizer's kernels are checked against the code
-# book by hand in tests/test_nf4.c).
+# "QLoRA's 4-bit base"), without PyTorch (bitsandbytes does not install
+# here; the quantizer's kernels are checked against the code book by hand
+# in tests/test_nf4.c; the bytes against PyTorch 2.6 with Linear4bit
+# written op by op in tests/ft_torch.py: tests/ft_lora.sh torch26's
+# "QLoRA" rows).
 #
 # 1. The CLI: --quant-base (nf4 or none) without --lora-r, --double-quant
 #    (on or off) without --quant-base nf4, fp4, a bad on/off, torch 1.13,
