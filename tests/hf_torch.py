@@ -124,6 +124,19 @@ def mark(label):
 
 RECOMPUTE = [False]
 RECOMPUTING = [False]
+# --recompute-impl non-reentrant: checkpoint(..., use_reentrant=False), what
+# transformers' gradient_checkpointing_enable passes from PR #43203 on (see
+# docs/torch_saved.md, "Non-reentrant checkpointing"): 1.13's
+# _checkpoint_without_reentrant (torch/utils/checkpoint.py 350-429) and 2.6's
+# _checkpoint_without_reentrant_generator (1422-1549). Its forward runs with
+# grad, so the rerun is told apart by the phase: inside loss.backward().
+USE_REENTRANT = [True]
+IN_BACKWARD = [False]
+
+
+def _rerunning():
+    """Whether a checkpointed layer's call is its rerun inside backward (the marks' "re")."""
+    return torch.is_grad_enabled() and (USE_REENTRANT[0] or IN_BACKWARD[0])
 
 
 def checkpointed(call, hidden_states, *args):
@@ -131,12 +144,12 @@ def checkpointed(call, hidden_states, *args):
     import torch.utils.checkpoint
 
     def fn(h):
-        RECOMPUTING[0] = torch.is_grad_enabled()  # False: the forward under no_grad; True: the rerun
+        RECOMPUTING[0] = _rerunning()  # False: the forward (reentrant: under no_grad); True: the rerun
         try:
             return call(h, *args)
         finally:
             RECOMPUTING[0] = False
-    return torch.utils.checkpoint.checkpoint(fn, hidden_states, use_reentrant=True)
+    return torch.utils.checkpoint.checkpoint(fn, hidden_states, use_reentrant=USE_REENTRANT[0])
 
 
 def checkpointing(layer):
@@ -163,12 +176,12 @@ def checkpointed_positional(call, *args):
     import torch.utils.checkpoint
 
     def fn(*a):
-        RECOMPUTING[0] = torch.is_grad_enabled()
+        RECOMPUTING[0] = _rerunning()
         try:
             return call(*a)
         finally:
             RECOMPUTING[0] = False
-    return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=True)
+    return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=USE_REENTRANT[0])
 
 
 def checkpointed_layer(call, hidden_states, **kwargs):
@@ -181,12 +194,13 @@ def checkpointed_layer(call, hidden_states, **kwargs):
     import torch.utils.checkpoint
 
     def fn(h, **kw):
-        RECOMPUTING[0] = torch.is_grad_enabled()
+        RECOMPUTING[0] = _rerunning()
         try:
             return call(h, **kw)
         finally:
             RECOMPUTING[0] = False
-    return torch.utils.checkpoint.checkpoint(functools.partial(fn, **kwargs), hidden_states, use_reentrant=True)
+    return torch.utils.checkpoint.checkpoint(functools.partial(fn, **kwargs), hidden_states,
+                                             use_reentrant=USE_REENTRANT[0])
 
 
 def input_require_grads(model):
@@ -1533,6 +1547,7 @@ def build(a):
     # ft_torch.py builds through here too, with no --recompute of its own; a spawned rank imports the
     # module afresh, so the flag is set here as well as in main()
     RECOMPUTE[0] = getattr(a, "recompute", "none") == "full"
+    USE_REENTRANT[0] = getattr(a, "recompute_impl", "reentrant") == "reentrant"
     raw = json.load(open(a.model))
     family = raw.get("model_type")
     dropout = a.dropout == "config"
@@ -1596,7 +1611,11 @@ def one_step(a, model, opt, input_ids, labels, zero_none, step, losses):
         del outputs  # Trainer.compute_loss returns the loss alone
     mark("phase:backward")
     set_ctx("backward", "loss")
-    loss.backward()
+    IN_BACKWARD[0] = True
+    try:
+        loss.backward()
+    finally:
+        IN_BACKWARD[0] = False
     mark("phase:optimizer")
     set_ctx("optimizer", "optimizer")
     opt.step()
@@ -2243,7 +2262,9 @@ def main():
     ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager")
     ap.add_argument("--recompute", choices=["none", "full"], default="none",
                     help="full: Hugging Face's gradient checkpointing, each decoder layer through "
-                         "torch.utils.checkpoint(use_reentrant=True)")
+                         "torch.utils.checkpoint")
+    ap.add_argument("--recompute-impl", choices=["reentrant", "non-reentrant"], default="reentrant",
+                    help="--recompute full's checkpoint: use_reentrant=True (reentrant) or False")
     ap.add_argument("--loss", choices=["5.x", "shift"], default="5.x",
                     help="ForCausalLMLoss (5.x), or 4.4x's shifted copy of the logits")
     ap.add_argument("--keep-logits", type=int, choices=[0, 1], default=1,
@@ -2284,6 +2305,7 @@ def main():
     if a.loss == "shift":
         LOSS[0] = shifted_loss
     RECOMPUTE[0] = a.recompute == "full"
+    USE_REENTRANT[0] = a.recompute_impl == "reentrant"
     if a.seq < 1 or a.batch < 1 or a.steps < 2 or a.ddp < 0 or a.fsdp < 0 or a.fsdp == 1 or (a.ddp and a.fsdp):
         ap.error("--seq and --batch must be at least 1, --steps at least 2, --fsdp 0 or at least 2, "
                  "not both --ddp and --fsdp")

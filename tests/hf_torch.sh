@@ -459,7 +459,10 @@ if [ "${1:-}" = torch26 ]; then
 			"gemma3_text-mha-sdpa-ckpt|tiny-gemma3_text-mha-w48|--zero-grad none --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --recompute full" \
 			"llama-sdpa-ckpt|tiny-llama|--zero-grad none --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --recompute full" \
 			"phi3-sdpa-ckpt-zeros|tiny-phi3|--zero-grad zeros --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --recompute full" \
-			"ddp2-llama-ckpt-steps2|tiny-llama|--zero-grad none --ddp 2 --recompute full --steps 2|--wrapper ddp --optimizer-impl single --zero-grad none --recompute full --steps 2"
+			"ddp2-llama-ckpt-steps2|tiny-llama|--zero-grad none --ddp 2 --recompute full --steps 2|--wrapper ddp --optimizer-impl single --zero-grad none --recompute full --steps 2" \
+			"gpt2-nonreentrant-ckpt|tiny-gpt2|--zero-grad none --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad none --recompute full --recompute-impl non-reentrant" \
+			"gpt2-nonreentrant-ckpt-dropout-zeros|tiny-gpt2-drop|--zero-grad zeros --dropout config --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad zeros --recompute full --recompute-impl non-reentrant" \
+			"llama-nonreentrant-ckpt-dropout|tiny-llama-drop|--zero-grad none --dropout config --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad none --recompute full --recompute-impl non-reentrant"
 		do
 			label=${case%%|*} rest=${case#*|}
 			cfg=${rest%%|*} rest=${rest#*|}
@@ -637,7 +640,8 @@ hf_case() {
 	*ckpt*)
 		# shellcheck disable=SC2086
 		if ! "$zerosim" measure --model "$cfg" --seq 32 --batch 2 --precision fp32 --schemes $schemes --world $world \
-			--steps 3 $(echo "$zargs" | sed 's/--recompute full//') --out "$tmp/d.json" 2>"$tmp/err"; then
+			--steps 3 $(echo "$zargs" | sed 's/--recompute full//; s/--recompute-impl [a-z-]*//') --out "$tmp/d.json" \
+			2>"$tmp/err"; then
 			echo "hf_torch: FAIL: $label: zerosim measure (no recompute): $(cat "$tmp/err")" >&2
 			exit 99
 		fi
@@ -823,6 +827,8 @@ for phase in add check; do
 		"ddp2-gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
 		"fsdp2-gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
 		"fsdp2-gpt2-ckpt-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --fsdp 2 --recompute full|$fsdp --optimizer-impl single --zero-grad none --recompute full" \
+		"gpt2-nonreentrant-ckpt|--model $tmp/tiny-gpt2.json --zero-grad zeros --recompute full --recompute-impl non-reentrant|$plain --optimizer-impl single --zero-grad zeros --recompute full --recompute-impl non-reentrant" \
+		"llama-nonreentrant-ckpt-set_to_none|--model $tmp/tiny-llama.json --zero-grad none --recompute full --recompute-impl non-reentrant|$plain --optimizer-impl single --zero-grad none --recompute full --recompute-impl non-reentrant" \
 		"fsdp2-llama-ckpt|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2 --recompute full|$fsdp --optimizer-impl single --zero-grad zeros --recompute full" \
 		"fsdp2-zero2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 2 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad zeros" \
 		"fsdp2-zero2-llama-set_to_none|--model $tmp/tiny-llama.json --zero-grad none --fsdp 2 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad none" \

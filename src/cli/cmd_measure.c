@@ -576,6 +576,14 @@ int zs_cmd_measure(int argc, char **argv)
 		        "tests/ft_torch.py --case, has no bitsandbytes)");
 		goto fail;
 	}
+	/* --recompute-impl non-reentrant: a case has no key for the
+	 * checkpoint's implementation (docs/formats.md); one written without
+	 * it would name the reentrant run */
+	if (c.recompute_nonreentrant && write_case != NULL) {
+		zs_fail(&cause, "--write-case with --recompute-impl non-reentrant: a case has no key for the checkpoint's "
+		        "implementation (its reader would run the reentrant one)");
+		goto fail;
+	}
 	/* LoRA: --write-case writes the adapters' initial values (the case's
 	 * "lora", for tests/ft_torch.py --case); --case does not run them yet */
 	if (c.lora_r && case_path != NULL) {

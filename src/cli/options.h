@@ -62,6 +62,7 @@ struct zs_opt {
 	{"attn", 0, 1, ZS_OPT_CONFIG, NULL}, {"wrapper", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"grad-accum", 0, 1, ZS_OPT_CONFIG, NULL}, {"ddp-no-sync", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"fsdp-no-sync", 0, 1, ZS_OPT_CONFIG, "ddp-no-sync"}, {"ddp-find-unused", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"recompute-impl", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"freeze", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"lora-r", 0, 1, ZS_OPT_CONFIG, NULL}, {"lora-alpha", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"lora-dropout", 0, 1, ZS_OPT_CONFIG, NULL}, {"lora-targets", 0, 1, ZS_OPT_CONFIG, NULL}, \
@@ -123,6 +124,12 @@ struct zs_opt {
 	"                         (default): its output clones and used-parameter\n" \
 	"                         maps, the constructor's buckets kept, a\n" \
 	"                         mixture's expert idle on a rank marked unused\n" \
+	"      --recompute-impl S --recompute full on the PyTorch step: its\n" \
+	"                         torch.utils.checkpoint, reentrant (default;\n" \
+	"                         transformers 4.35-4.x's use_reentrant=True) or\n" \
+	"                         non-reentrant (use_reentrant=False, transformers'\n" \
+	"                         default from PR #43203): gpt2 and llama, fp32,\n" \
+	"                         --wrapper none, eager, dropout 0 under 2.6\n" \
 	"      --freeze PATTERN   --wrapper none, ddp or fsdp (1.13: whole FSDP units),\n" \
 	"                         --framework paper with --model, or deepspeed\n" \
 	"                         with --model (dp, zero1, zero2, zero3; --offload\n" \

@@ -140,6 +140,31 @@ struct bld {
 	 * scale 1 / (1 - p), for native_dropout_backward (dropout_bwd) */
 	struct { T mask; double scale; } *masks;
 	size_t nmasks, capmasks;
+	/* non-reentrant checkpointing (ag_options.nonreentrant; the
+	 * checkpoint block): phantom, 2.6's early stop reached in a rerun --
+	 * nothing after it happens: no event but the frees of what existed
+	 * (the unwinding), the storages made after it, [ph_lo, ph_hi), never
+	 * allocated (sink takes their events); fork, the rerun's fork_rng
+	 * state; ckd, per storage, the holders the rerun added (what its
+	 * nodes saved) while the layer's backward runs, ckleft their sum: at
+	 * 0 the layer's frame goes (ck_frame_goes, layer ckl of ckM) */
+	int phantom;
+	T ph_lo, ph_hi, fork;
+	struct ckpt_ctx *nrc; /* the layer whose forward or rerun runs (nr_wrapped, ckpt_stop) */
+	int ckstop_drop;      /* the next dropout's MulBackward0 is the layer's last saving op */
+	/* 2.x non-reentrant, the layer's backward after its rerun: unpack_hook
+	 * hands a saved tensor over and drops its own entry (checkpoint.py
+	 * 1132-1134: `holder.handles[gid] = None`), so apply's local is its
+	 * last holder and it goes as apply returns -- before validate_outputs'
+	 * reductions (a Conv1D bias's sum), where a kept one goes at the
+	 * engine's release_variables, after them */
+	int nrunpack;
+	struct ag_event sink;
+	uint32_t *ckd;
+	size_t nckd;
+	uint64_t ckleft;
+	int ckl;
+	struct model *ckM;
 };
 
 /* Records what the step cannot describe yet; ag_step_build refuses it. */
@@ -167,6 +192,10 @@ static struct ag_event *ev(struct bld *b, enum ag_event_kind k)
 	              : b->list == &b->s->first_step ? &b->firstcap
 	              : b->list == &b->s->step1      ? &b->step1cap
 	                                             : &b->cap;
+	if (b->phantom) { /* after 2.6's early stop: never happens */
+		memset(&b->sink, 0, sizeof b->sink);
+		return &b->sink;
+	}
 	*b->list = grow(*b->list, cap, *b->n + 1, sizeof **b->list);
 	struct ag_event *e = &(*b->list)[(*b->n)++];
 	memset(e, 0, sizeof *e);
@@ -282,6 +311,8 @@ static void ref(struct bld *b, T t)
 		b->refs[sto(b, t)]++;
 }
 
+static void ck_frame_goes(struct bld *b);
+
 static void unref(struct bld *b, T t)
 {
 	if (t == NO)
@@ -293,8 +324,15 @@ static void unref(struct bld *b, T t)
 		        b->s->tensor[s].what);
 		abort();
 	}
-	if (--b->refs[s] == 0)
+	int last = b->ckd && s < b->nckd && b->ckd[s] && (b->ckd[s]--, --b->ckleft == 0);
+	if (--b->refs[s] == 0 && !(s >= b->ph_lo && s < b->ph_hi)) {
+		int ph = b->phantom; /* the early stop's unwinding frees what existed */
+		b->phantom = 0;
 		ev(b, AG_EV_FREE)->t = s;
+		b->phantom = ph;
+	}
+	if (last)
+		ck_frame_goes(b);
 }
 
 /* A view of t's storage: one more holder of it. */
@@ -442,6 +480,9 @@ static T like(struct bld *b, const char *what, T x)
 	return tmp(b, what, o->dtype, o->ndim, o->shape);
 }
 
+static T *nr_wrapped(struct bld *b, T *keep);
+static void ckpt_stop(struct bld *b);
+
 /* out = x <op> python scalar v, through a wrapped number (mul.Tensor,
  * add.Tensor with a wrapped other): the number is returned in *keep when
  * the op saves it (keep != NULL), else released. */
@@ -504,10 +545,39 @@ struct softcap_saved { T wdiv, th, wmul; };
  * release_variables). NO: none. */
 struct ckpt_ctx {
 	T rng;
+	T x; /* non-reentrant: the hidden states the frame holds (NO: reentrant, saved[i]'s) */
+	/* non-reentrant under 2.x: the wrapped numbers the forward's nodes
+	 * keep (nr_wrapped), in order */
+	T wn[4];
+	unsigned nwn;
 	uint32_t draws0;
 	T fn[5], in[2], sv[3];
 	unsigned nfn, nin, nsv;
 };
+
+/* Where a node that would save the wrapped number of x <op> v (keep's
+ * slot, given where the node exists: its input requires grad) keeps it.
+ * Called where the op's node saves the number (MulBackward0's other).
+ * Non-reentrant under 2.x, in the layer's forward, the node exists and
+ * keeps it although nothing requires grad here (b->nograd): SavedVariable
+ * saves a wrapped number as it is, without the hooks
+ * (torch/csrc/autograd/saved_variable.cpp, 2.x: `maybe_hooks &&
+ * !is_wrapped_number()`), until the node releases it in backward; 1.13
+ * packs it (the hook's Holder: nothing kept). The rerun's own (keep, as
+ * any rerun's) are held by the rerun's graph and go at its early stop;
+ * the forward's go at the node's release: the same bytes at the same
+ * moments as freeing the forward's at the stop (ckpt_stop) and the
+ * rerun's at the release, which is what the list does. */
+static T *nr_wrapped(struct bld *b, T *keep)
+{
+	if (keep || !b->nograd || !b->nrc || b->o->version == ZS_TORCH_1_13)
+		return keep;
+	if (b->nrc->nwn == sizeof b->nrc->wn / sizeof *b->nrc->wn) {
+		unsupported(b, "--recompute-impl non-reentrant: more wrapped numbers kept in a layer than described");
+		return NULL;
+	}
+	return &b->nrc->wn[b->nrc->nwn++];
+}
 
 struct moe_aux;
 static void moe_aux_bwd(struct bld *b, struct model *M, T one);
@@ -879,6 +949,10 @@ static T dropout(struct bld *b, T x, double p, T *kept)
 		e->arg[1] = ++b->draws;
 		scalar_op_(b, AG_OP_DIV_SCALAR_, noise, NO, 1 - p);
 	}
+	if (b->ckstop_drop) { /* the layer's last saving op (ckpt_stop) */
+		b->ckstop_drop = 0;
+		ckpt_stop(b);
+	}
 	T y = like(b, "mul (dropout)", x);
 	op(b, AG_OP_MUL, x, noise, NO, y, NO, NO);
 	if (!RG(b, x)) { /* no MulBackward0: the noise goes with its name */
@@ -1225,6 +1299,10 @@ static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct
 		T xt = transpose_last2(b, sv->x2);
 		op(b, AG_OP_MM, xt, g2, NO, dw, NO, NO);
 		unref(b, xt);
+	}
+	if (b->nrunpack) { /* unpacked, the rerun's x goes as apply returns (nrunpack) */
+		unref(b, sv->x2);
+		sv->x2 = NO;
 	}
 	if (sv->db) {
 		db = TMP("sum (addmm backward, bias)", dt, nf);
@@ -1874,7 +1952,8 @@ static T layer_fwd(struct bld *b, struct model *M, const struct layer_fns *f, T 
 	if ((size_t)i >= M->ckcap)
 		M->ck = grow(M->ck, &M->ckcap, (size_t)i + 1, sizeof *M->ck);
 	struct ckpt_ctx *c = &M->ck[i];
-	*c = (struct ckpt_ctx){ .rng = TMP("get_rng_state (checkpoint's fwd_cpu_state)", AG_U8, 5056), .draws0 = b->draws };
+	*c = (struct ckpt_ctx){ .rng = TMP("get_rng_state (checkpoint's fwd_cpu_state)", AG_U8, 5056), .x = NO,
+	                        .draws0 = b->draws, .nwn = 0 };
 	if (f->hold)
 		f->hold(b, i, c, f->ctx);
 	for (unsigned k = 0; k < c->nfn; k++)
@@ -1886,11 +1965,134 @@ static T layer_fwd(struct bld *b, struct model *M, const struct layer_fns *f, T 
 	M->nck = (size_t)i + 1;
 	saved[i] = hs;
 	ref(b, hs);
+	if (b->o->nonreentrant)
+		c->x = hs;
+	/* non-reentrant: the layer runs with grad, every tensor a node saves
+	 * packed into a holder (1.13's pack, checkpoint.py 370-374; 2.6's
+	 * _checkpoint_hook, 1101-1109): no node keeps bytes, as under
+	 * no_grad. The input is the frame's (1.13: unpack's closure over
+	 * args; 2.6: _NoopSaveInputs' saved tensors, 1441-1470 and 778-808,
+	 * its dummy and output 0 bytes), held here as ctx's was. */
 	b->nograd = 1;
+	b->nrc = b->o->nonreentrant ? c : NULL;
 	T out = f->fwd(b, M, i, hs, f->ctx);
+	b->nrc = NULL;
 	b->nograd = 0;
 	b->rg[out] = b->rg[sto(b, out)] = 1;
 	return out;
+}
+
+/* Non-reentrant (ag_options.nonreentrant): layer i's frame goes as the
+ * last node that saved a tensor in its rerun releases it (the engine's
+ * release_variables; the SavedVariables' hooks held the frame): 1.13's
+ * unpack closure lets go of its cells last name first (fwd_cpu_state,
+ * then function -- the partial's bound tensors --, then args), 2.6's
+ * _CheckpointFrame of its attributes in the order set (recompute_fn's
+ * closure: fwd_cpu_state, fn; then input_saver: the saved inputs);
+ * both: the RNG state, what the call binds, the hidden states, the
+ * other tensor arguments, the non-tensor arguments' tensors. */
+static void ck_frame_goes(struct bld *b)
+{
+	struct model *M = b->ckM;
+	struct ckpt_ctx *c = &M->ck[b->ckl];
+	free(b->ckd);
+	b->ckd = NULL;
+	b->nckd = 0;
+	b->ckM = NULL;
+	unref(b, c->rng);
+	for (unsigned k = c->nfn; k-- > 0;)
+		unref(b, c->fn[k]);
+	unref(b, c->x);
+	for (unsigned k = 0; k < c->nsv; k++)
+		unref(b, c->sv[k]);
+	for (unsigned k = c->nin; k-- > 0;)
+		unref(b, c->in[k]);
+	c->rng = NO; /* gone: graph_goes passes it */
+}
+
+/* 2.6's early stop (_recomputation_hook, checkpoint.py 1081-1084: once
+ * the rerun has packed as many tensors as the forward saved it raises
+ * _StopRecomputationError, caught in unpack_hook 1120-1126): called by a
+ * layer's forward where its last saving op packs its inputs, before that
+ * op makes its output. From here the rerun makes nothing (ev's sink); the
+ * unwinding frees fork_rng's state first, then every temporary as the
+ * forward's names go (the frames let go). 1.13 has no early stop: the
+ * rerun runs to its end. */
+static void ckpt_stop(struct bld *b)
+{
+	if (!b->regrad || !b->o->nonreentrant || b->o->version == ZS_TORCH_1_13 || b->phantom)
+		return;
+	unref(b, b->fork);
+	b->fork = NO;
+	for (unsigned k = 0; k < b->nrc->nwn; k++) /* the rerun's graph's wrapped numbers (nr_wrapped) */
+		unref(b, b->nrc->wn[k]);
+	b->nrc->nwn = 0;
+	b->phantom = 1;
+	b->ph_lo = (T)b->s->ntensors;
+	b->ph_hi = (T)-1;
+}
+
+/* Layer i's backward from g, checkpointed without reentrance
+ * (ag_options.nonreentrant), after its marks: the loop's own engine runs
+ * the layer's nodes; the first that saved a tensor unpacks it, and the
+ * rerun happens there, before any of them allocates (the output's
+ * AddBackward saves nothing) -- 1.13's unpack (checkpoint.py 379-412):
+ * fork_rng's get_rng_state, set_rng_state, the layer under enable_grad,
+ * each saved tensor's detached view kept by `storage` until its node
+ * releases it, fork_rng's state going as the `with` exits and the
+ * rerun's output (_unused) as unpack returns; 2.6's unpack_hook
+ * (1111-1135) -> recompute_fn (1500-1517): the same, stopped early
+ * (ckpt_stop). Then the layer's backward, the frame going as its last
+ * saving node releases (ck_frame_goes). */
+static T layer_bwd_nonreentrant(struct bld *b, struct model *M, const struct layer_fns *f, const T *saved, int i, T g)
+{
+	size_t n0 = b->s->ntensors;
+	uint32_t *before = zs_calloc(n0 ? n0 : 1, sizeof *before);
+	memcpy(before, b->refs, n0 * sizeof *before);
+	b->fork = TMP("get_rng_state (fork_rng)", AG_U8, 5056);
+	T x = saved[i];
+	ref(b, x); /* the call's argument (args, from the frame) */
+	b->nrc = &M->ck[i];
+	b->regrad = 1;
+	uint32_t draws = b->draws;
+	b->draws = M->ck[i].draws0; /* set_rng_state(fwd_cpu_state): the forward's masks again */
+	T out = f->fwd(b, M, i, x, f->ctx);
+	b->draws = draws;
+	b->regrad = 0;
+	b->nrc = NULL;
+	if (b->phantom) { /* stopped early: what came after never was */
+		b->phantom = 0;
+		b->ph_hi = (T)b->s->ntensors;
+	} else {
+		unref(b, b->fork);
+	}
+	b->fork = NO;
+	unref(b, out);
+	/* what the rerun's nodes keep: each storage's holders it added */
+	b->nckd = b->s->ntensors;
+	b->ckd = zs_calloc(b->nckd, sizeof *b->ckd);
+	uint64_t left = 0;
+	for (size_t s = 0; s < b->nckd; s++) {
+		uint32_t was = s < n0 ? before[s] : 0;
+		if (b->refs[s] > was) {
+			if (s >= b->ph_lo && s < b->ph_hi)
+				unsupported(b, "--recompute-impl non-reentrant: a tensor the rerun keeps after its early stop");
+			b->ckd[s] = b->refs[s] - was;
+			left += b->ckd[s];
+		}
+	}
+	free(before);
+	b->ckleft = left, b->ckl = i, b->ckM = M;
+	if (!left)
+		ck_frame_goes(b);
+	b->nrunpack = b->o->version != ZS_TORCH_1_13;
+	T gin = f->bwd(b, M, i, g, f->ctx);
+	b->nrunpack = 0;
+	if (b->ckd) { /* a holder the rerun added outlived the layer's nodes */
+		unsupported(b, "--recompute-impl non-reentrant: the frame outlives the layer's backward");
+		ck_frame_goes(b);
+	}
+	return gin;
 }
 
 /* Layer i's backward from g, between its marks (the reference's hooks:
@@ -1911,7 +2113,7 @@ static T layer_fwd(struct bld *b, struct model *M, const struct layer_fns *f, T 
 static T layer_bwd(struct bld *b, struct model *M, const struct layer_fns *f, const T *saved, int i, int L,
                    const char *unit, const char *above, T g)
 {
-	if (!saved)
+	if (!saved || b->o->nonreentrant) /* non-reentrant: the output's hook, before the nodes run */
 		mark(b, "bwd:%s.%d:start", unit, i);
 	if (i == L - 1)
 		mark(b, "bwd:%s:end", above);
@@ -1919,6 +2121,8 @@ static T layer_bwd(struct bld *b, struct model *M, const struct layer_fns *f, co
 		mark(b, "bwd:%s.%d:end", unit, i + 1);
 	if (!saved)
 		return f->bwd(b, M, i, g, f->ctx);
+	if (b->o->nonreentrant)
+		return layer_bwd_nonreentrant(b, M, f, saved, i, g);
 	T fork = TMP("get_rng_state (fork_rng)", AG_U8, 5056);
 	const struct ag_tensor x_ = b->s->tensor[saved[i]], *x = &x_; /* a copy: the array grows */
 	T det = reshape(b, saved[i], x->ndim, x->shape);
@@ -1983,6 +2187,8 @@ static void graph_goes(struct bld *b, struct model *M)
 		 * 2.6 229-257): run_function (its bound tensors), fwd_cpu_state,
 		 * inputs (a list and tuples: last item first) */
 		const struct ckpt_ctx *c = &M->ck[i];
+		if (c->rng == NO) /* non-reentrant: its frame went with its backward (ck_frame_goes) */
+			continue;
 		for (unsigned k = c->nfn; k-- > 0;)
 			unref(b, c->fn[k]);
 		unref(b, c->rng);
@@ -2128,17 +2334,19 @@ static T gpt2_block_fwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 	/* gelu_new: 0.5 * x * (1.0 + tanh(sqrt(2/pi) * (x + 0.044715 * pow(x, 3.0)))):
 	 * its nodes keep what they keep when c_fc's output requires grad */
 	int kg = s->rfc = RG(b, fc);
-	T a = scalar_op(b, AG_OP_MUL_SCALAR, "mul (0.5 x)", fc, 0.5, kg ? &s->half : NULL);
+	T a = scalar_op(b, AG_OP_MUL_SCALAR, "mul (0.5 x)", fc, 0.5, nr_wrapped(b, kg ? &s->half : NULL));
 	T p3 = like(b, "pow (x^3)", fc);
 	op(b, AG_OP_POW_SCALAR, fc, NO, NO, p3, NO, NO)->arg[0] = 3;
 	if (kg)
 		ref(b, fc); /* pow saves its input */
-	T c = scalar_op(b, AG_OP_MUL_SCALAR, "mul (0.044715 x^3)", p3, 0.044715, kg ? &s->c1 : NULL);
+	T c = scalar_op(b, AG_OP_MUL_SCALAR, "mul (0.044715 x^3)", p3, 0.044715,
+	                     nr_wrapped(b, kg ? &s->c1 : NULL));
 	unref(b, p3);
 	T sx = like(b, "add (x + 0.044715 x^3)", fc);
 	op(b, AG_OP_ADD, fc, c, NO, sx, NO, NO)->arg[0] = 1;
 	unref(b, c);
-	T y = scalar_op(b, AG_OP_MUL_SCALAR, "mul (sqrt(2/pi) .)", sx, sqrt(2.0 / M_PI), kg ? &s->c2 : NULL);
+	T y = scalar_op(b, AG_OP_MUL_SCALAR, "mul (sqrt(2/pi) .)", sx, sqrt(2.0 / M_PI),
+	                     nr_wrapped(b, kg ? &s->c2 : NULL));
 	unref(b, sx);
 	T th = like(b, "tanh", fc);
 	op(b, AG_OP_TANH, y, NO, NO, th, NO, NO);
@@ -2156,6 +2364,13 @@ static T gpt2_block_fwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 	}
 	unref(b, fc); /* the MLP's name for c_fc's output; pow's holder stays */
 	b->module = modname(b, "transformer.h.%d.mlp.c_proj", i);
+	/* c_proj's AddmmBackward0 packs mat1 and mat2 before its output; with
+	 * resid_pdrop > 0 the dropout's MulBackward0 packs its noise last
+	 * (dropout: ckstop_drop); the residual add saves none */
+	if (m->resid_pdrop > 0)
+		b->ckstop_drop = 1;
+	else
+		ckpt_stop(b);
 	T mo = conv1d(b, gl, blk(M, b, i, "mlp.c_proj.weight"), blk(M, b, i, "mlp.c_proj.bias"), &s->proj);
 	unref(b, gl);
 	mark(b, "fwd:h.%d.mlp.dropout:start", i);
@@ -5515,7 +5730,8 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 			unref(b, ktc);
 			ktc = NO;
 		}
-		T aw = scalar_op(b, AG_OP_MUL_SCALAR, "mul (scores * scaling)", sc, scaling, ka ? &s->sc_w : NULL);
+		T aw = scalar_op(b, AG_OP_MUL_SCALAR, "mul (scores * scaling)", sc, scaling,
+		                     nr_wrapped(b, ka ? &s->sc_w : NULL));
 		unref(b, sc);
 		if (m->gemma && m->attn_softcap > 0) /* eager_attention_forward's softcap */
 			aw = softcap_fwd(b, aw, m->attn_softcap, &s->cap);
@@ -5667,6 +5883,10 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 	}
 	if (mu != NO) {
 		b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
+		/* down_proj's MmBackward0 packs its operands, the layer's last
+		 * saved tensors (llama; the residual add saves none), before
+		 * its output */
+		ckpt_stop(b);
 		mo = linear(b, mu, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &s->down);
 		unref(b, mu);
 	}
@@ -6514,6 +6734,7 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->mdt = c->precision == ZS_MIXED && c->wrapper == ZS_WRAPPER_DEEPSPEED ? AG_BF16 : AG_F32;
 	o->grad_accum = c->grad_accum ? c->grad_accum : 1;
 	o->recompute = !c->hf_recompute ? AG_CKPT_NONE : c->wrapper == ZS_WRAPPER_FSDP ? AG_CKPT_IN_UNIT : AG_CKPT_LOOP;
+	o->nonreentrant = o->recompute && c->recompute_nonreentrant;
 	o->ddp_no_sync = c->ddp_no_sync;
 	/* the first step as its own list (ag_step.step1): the plain loop's,
 	 * and DDP's (dp and zero1, under accumulation too; not with
@@ -6688,8 +6909,23 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * their own) around a checkpointed layer is not described; a gemma under
 	 * FSDP is refused by util/ag_ddp.c. */
 	if (o->recompute) {
+		/* non-reentrant (ckpt_stop, layer_bwd_nonreentrant): gpt2 and
+		 * llama (mistral taken as llama) in fp32 on the plain loop, eager,
+		 * against 1.13's and 2.6's allocators (tests/hf_torch.sh); 2.6's
+		 * early stop where the block's last saving op is its final
+		 * projection (no dropout inside the layer) */
+		int nr = o->nonreentrant;
 		const char *no = o->fsdp_unit_marks ? "--lora-r under --wrapper fsdp (give --wrapper none or ddp)"
-		                                      : NULL;
+		                 : nr && fam > 2 ? "--recompute-impl non-reentrant with this family (gpt2, llama and "
+		                                   "mistral are described)"
+		                 : nr && m->experts > 0 ? "--recompute-impl non-reentrant with a mixture of experts"
+		                 : nr && o->amp != AG_F32 ? "--recompute-impl non-reentrant under autocast (give --precision fp32)"
+		                 : nr && o->attn == ZS_ATTN_SDPA ? "--recompute-impl non-reentrant with --attn sdpa (give --attn eager)"
+		                 : nr && ((o->freeze && *o->freeze) || o->lora_r) ? "--recompute-impl non-reentrant with "
+		                                                                  "--freeze or --lora-r"
+		                 : nr && o->grad_accum > 1 ? "--recompute-impl non-reentrant with --grad-accum (give 1)"
+		                 : nr && o->zero1_world ? "--recompute-impl non-reentrant with ZeroRedundancyOptimizer"
+		                                               : NULL;
 		if (no)
 			return refuse(cause, "--recompute full: Hugging Face's gradient checkpointing with %s is not described "
 			              "yet", no);

@@ -388,6 +388,16 @@ struct ag_options {
 	 * checkpoint inside each layer's unit (5.x's GradientCheckpointingLayer:
 	 * what the call binds is its partial's, whatever the family). */
 	int recompute;
+	/* --recompute-impl non-reentrant: the checkpoint with
+	 * use_reentrant=False (1.13's _checkpoint_without_reentrant, 2.6's
+	 * _checkpoint_without_reentrant_generator; docs/torch_saved.md,
+	 * "Non-reentrant checkpointing"): the forward with grad, its saved
+	 * tensors packed into holders (no bytes); the rerun at the layer's
+	 * first unpack in the loop's own backward (2.6: stopped as its last
+	 * saved tensor is packed); the frame (the input, the RNG state, what
+	 * the call binds) let go as the layer's last node releases. gpt2 and
+	 * llama, fp32, --wrapper none (the rest refused by name). */
+	int nonreentrant;
 	/* Build the first step as a list of its own (ag_step.step1): the
 	 * grads made by the first backward, Adam's state by the first step()
 	 * (docs/schedule.md, "The first step"). ag_options_from_config sets it

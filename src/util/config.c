@@ -132,12 +132,20 @@ int zs_precision_amp_check(const struct zs_config *c, int has_model, char **caus
 int zs_torch_recompute_set(struct zs_config *c, const char *recompute, char **cause)
 {
 	c->hf_recompute = 0;
+	if (strcmp(recompute, "full") != 0 && c->recompute_nonreentrant)
+		return zs_fail(cause, "--recompute-impl non-reentrant: only with --recompute full (Hugging Face's "
+		               "gradient checkpointing; give --recompute full, or leave --recompute-impl out)");
 	if (strcmp(recompute, "none") == 0)
 		return 0;
 	if (strcmp(recompute, "full") != 0)
 		return zs_fail(cause, "--recompute %s: the PyTorch step has no such checkpointing (Hugging Face's "
 		               "gradient checkpointing reruns whole decoder layers: --recompute full); give none or full",
 		               recompute);
+	/* use_reentrant=False (util/autograd.c, layer_bwd_nonreentrant): the
+	 * plain loop so far */
+	if (c->recompute_nonreentrant && c->wrapper != ZS_WRAPPER_NONE)
+		return zs_fail(cause, "--recompute-impl non-reentrant with --wrapper %s: not described yet (give --wrapper "
+		               "none, or --recompute-impl reentrant)", zs_wrapper_name(c->wrapper));
 	c->hf_recompute = 1;
 	return 0;
 }
@@ -333,7 +341,8 @@ static const char *const key_names[ZS_NKEYS] = {
 	"ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm", "ds-persist", "offload", "ranks-per-node",
 	"ds-prefetch-bucket", "ds-max-live", "torch-version", "torch-device", "optimizer-impl", "zero-grad", "attn",
 	"wrapper", "grad-accum", "ddp-no-sync", "freeze", "lora-r", "lora-alpha", "lora-dropout", "lora-targets",
-	"quant-base", "double-quant", "ds-sub-group-size", "ddp-find-unused"};
+	"quant-base", "double-quant", "ds-sub-group-size", "ddp-find-unused",
+	"recompute-impl"};
 _Static_assert(sizeof key_names / sizeof key_names[0] == ZS_NKEYS, "a name for every key");
 
 /* One of a PyTorch option's names (names[first..n): "default" is no value
@@ -590,6 +599,11 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 		if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0)
 			return zs_fail(cause, "--ddp-find-unused: '%.40s' is not one of on, off", value);
 		t.ddp_find_unused = strcmp(value, "on") == 0;
+		break;
+	case ZS_KEY_RECOMPUTE_IMPL:
+		if (strcmp(value, "reentrant") != 0 && strcmp(value, "non-reentrant") != 0)
+			return zs_fail(cause, "--recompute-impl: '%.40s' is not one of reentrant, non-reentrant", value);
+		t.recompute_nonreentrant = strcmp(value, "non-reentrant") == 0;
 		break;
 	case ZS_NKEYS:
 		break;
@@ -1340,7 +1354,7 @@ const char *const zs_torch_json_keys[ZS_NTORCH_JSON_KEYS] = {"torch_version", "t
 
 const char *const zs_step_json_keys[ZS_NSTEP_JSON_KEYS] = {
 	"grad_accum", "ddp_no_sync", "freeze", "lora_r", "lora_alpha", "lora_dropout", "lora_targets", "quant_base",
-	"double_quant", "ddp_find_unused"};
+	"double_quant", "ddp_find_unused", "recompute_impl"};
 
 /* zs_step_json_keys' values, each only where it is on: a K = 1 run, one
  * that freezes nothing, one without LoRA or its 4-bit base writes none,
@@ -1369,6 +1383,8 @@ static void json_step_settings(cJSON *cfg, const struct zs_config *c)
 	}
 	if (c->ddp_find_unused)
 		cJSON_AddBoolToObject(cfg, key[ZS_SJ_DDP_FIND_UNUSED], 1);
+	if (c->recompute_nonreentrant)
+		cJSON_AddStringToObject(cfg, key[ZS_SJ_RECOMPUTE_IMPL], "non-reentrant");
 }
 
 static void json_torch(cJSON *cfg, const struct zs_config *c, int attention)

@@ -101,6 +101,10 @@ enum zs_key {
 	ZS_KEY_DS_SUB_GROUP,
 	/* DDP's find_unused_parameters (--ddp-find-unused on|off; util/ag_ddp.h) */
 	ZS_KEY_DDP_FIND_UNUSED,
+	/* --recompute full's torch.utils.checkpoint: use_reentrant True or
+	 * False (--recompute-impl reentrant|non-reentrant; util/autograd.h,
+	 * ag_options.nonreentrant) */
+	ZS_KEY_RECOMPUTE_IMPL,
 	ZS_NKEYS
 };
 
@@ -165,6 +169,9 @@ struct zs_config {
 	int ddp_no_sync;
 	/* --ddp-find-unused: DDP's find_unused_parameters (0, the default, or 1) */
 	int ddp_find_unused;
+	/* --recompute-impl: 1 where non-reentrant (checkpoint's
+	 * use_reentrant=False), 0 (the default) where reentrant */
+	int recompute_nonreentrant;
 	/* --freeze: the parameters left out of training, util/freeze.h's
 	 * pattern ("" for none); a fixed array so that copies stay apart */
 	char freeze[ZS_FREEZE_MAX + 1];
@@ -257,6 +264,7 @@ enum zs_step_json_key {
 	ZS_SJ_QUANT_BASE,
 	ZS_SJ_DOUBLE_QUANT,
 	ZS_SJ_DDP_FIND_UNUSED,
+	ZS_SJ_RECOMPUTE_IMPL,
 	ZS_NSTEP_JSON_KEYS
 };
 extern const char *const zs_step_json_keys[ZS_NSTEP_JSON_KEYS];
