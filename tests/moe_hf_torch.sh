@@ -60,6 +60,15 @@
 #    output_router_logits true, by name; and
 #    measure of the tiny mixtral at B 2 T 16 (every expert used) equals
 #    its theory;
+#  - under gradient accumulation (--grad-accum K, the plain loop; the
+#    reference tests/ft_torch.py's loop through hf_torch.py --ft, its
+#    routing each micro-step's): the theory given the K micro-steps'
+#    counts a step equals the allocator's bytes between steps, peak and
+#    every mark of every micro-step: the mixtral at B 2 T 16, K = 2, zeros;
+#    qwen2_moe at K = 3, set_to_none; the mixtral at B 1 T 8, K = 2,
+#    set_to_none, an expert idle in one micro-step of the steady step and
+#    used in the other; measure of the mixtral at K = 2 equals its theory
+#    (main refused --grad-accum for a mixture);
 #  - refused by name: a routing whose first step leaves an expert without a
 #    token (at B 1 T 2: its .grad stays None), under --wrapper ddp a step
 #    leaving an expert idle on any rank (1.13's reducer raises "Expected to
@@ -76,7 +85,9 @@
 # the dense qwen2 layer's step frees one tensor in another order than
 # 2.6's under zeros, bytes and marks equal), the mixtral at B 1 T 8 (an
 # expert idle) and under foreach Adam (set_to_none), and the 512-wide
-# mixtral's ranks under DDP N = 2 (zeros): bytes, peak, marks, every event.
+# mixtral's ranks under DDP N = 2 (zeros): bytes, peak, marks, every event;
+# and under --grad-accum the mixtral (K = 2) and qwen3_moe (K = 3),
+# set_to_none: bytes, peak, marks.
 #
 # About 120 s (the find_unused rows about 25 of them). Exit 0 pass, 1 fail, 77 skip (no PyTorch; ZS_REQUIRE_TORCH=1
 # makes that a failure), 99 hard error.
@@ -266,6 +277,21 @@ done
 ddp_add() {
 	hf_add "ddp$1${3:-}" --model "$2" --seq 16 --batch 2 --steps $S --zero-grad zeros --optimizer-impl single --ddp "$1"
 }
+# Gradient accumulation (--grad-accum K, the plain loop): each micro-step
+# routes its own micro-batch, so the routing is each step's K micro-steps'
+# blocks (measured.json's "micro_steps"). The reference is
+# tests/ft_torch.py's loop (micro-batch k of K drawn at once, loss / K,
+# the marks "LABEL@k"), run in this batch through hf_torch.py --ft; its
+# "routing" the K micro-steps' counts (hf_torch.py's layers record them).
+# atag B T K ZG [CONFIG]: the tag; acc_add the same: its reference
+atag() { echo "acc-$1-$2-k$3-$4${5:+-$(basename "$5" .json)}"; }
+acc_add() {
+	t=$(atag "$@")
+	# shellcheck disable=SC2046
+	ft_add mh --ft $(ft_rel mh "--model ${5:-$tmp/config.json}") --seq "$2" --batch "$1" --steps $S --grad-accum "$3" \
+		--zero-grad "$4" --optimizer-impl single --out "ref-$t.json"
+	echo "$n" >"$tmp/mh-$t.n"
+}
 # every reference the rows below take, one batch
 if [ "$mode" = torch26 ]; then
 	# 2.6: zero_grad set_to_none (its default) and zeros, single and
@@ -287,6 +313,8 @@ if [ "$mode" = torch26 ]; then
 	impl=single
 	zg=zeros
 	ddp_add 2 "$tmp/wide.json"
+	acc_add 2 16 2 none
+	acc_add 2 16 3 none "$tmp/qwen3_moe.json"
 	mkdir -p "$root$in" && cp "$src/tests/moe_torch.py" "$root$in/" || exit 99
 else
 	for q in qwen_moe qwen3_moe; do
@@ -316,6 +344,9 @@ else
 	ddp_add 2 "$tmp/wide-aux.json" -aux
 	hf_add unused-1-9 --model "$tmp/config.json" --seq 9 --batch 1 --steps $S --zero-grad zeros \
 		--optimizer-impl single --ddp 2 --ddp-find-unused --trace trace-unused-1-9
+	acc_add 2 16 2 zeros
+	acc_add 2 16 3 none "$tmp/qwen_moe.json"
+	acc_add 1 8 2 none
 fi
 ft_run mh hf_torch.py
 
@@ -423,6 +454,55 @@ PY
 		agree 2 16 "$tmp/$q.json"
 	done
 	zg=zeros
+fi
+
+# acc B T K ZG [CONFIG]: the theory given the reference's routing (its K
+# micro-steps' counts a step, --routing FILE) against the reference's
+# allocator: bytes between steps, the steady step's peak, every mark of
+# every micro-step (tests/ft_cmp.py); main refused --grad-accum for a
+# mixture. With IDLE set, the steady step must leave some expert idle in
+# one micro-step and give it tokens in another (its grad made or added to
+# there).
+acc() {
+	t=$(atag "$@") cfg=${5:-$tmp/config.json}
+	hf_get "$t"
+	python3 - "$tmp/ref-$t.json" "$tmp/routing-$t.json" "$3" "${IDLE:-}" <<'PY' || { fail "$t: the reference's routing"; return; }
+import json, sys
+ref, K, idle = json.load(open(sys.argv[1])), int(sys.argv[3]), sys.argv[4]
+rt = ref.get("routing")
+L = rt["blocks"] if rt else 0
+if not rt or rt.get("micro_steps") != K or any(len(s) != K * L for s in rt["steps"]):
+    sys.exit("moe_hf_torch: FAIL: the reference recorded no routing of %d micro-steps a step" % K)
+last = rt["steps"][-1]
+if idle and not any(last[k * L + l][e] == 0 and any(last[j * L + l][e] for j in range(K))
+                    for k in range(K) for l in range(L) for e in range(rt["experts"])):
+    sys.exit("moe_hf_torch: FAIL: no expert of the steady step is idle in one micro-step and used in another")
+json.dump({"format": "zerosim-measured/1", "config": dict(seq=ref["seq"], batch=ref["batch"]),
+           "runs": [{"scheme": "dp", "unit": "model", "world": 1,
+                     "routing": {"blocks": L, "experts": rt["experts"], "micro_steps": K,
+                                 "tokens_per_expert": [rt["steps"]]}}]}, open(sys.argv[2], "w"))
+PY
+	label="$(sed -n 's/.*"model_type": "\([a-z0-9_]*\)".*/\1/p' "$cfg") B $1 T $2 --grad-accum $3 (zero_grad $4${IDLE:+, an expert idle in a micro-step}, PyTorch $TV)"
+	# shellcheck disable=SC2046
+	if ! "$zerosim" theory --model "$cfg" --seq "$2" --batch "$1" $(echo "$torch_opts" | sed "s/--zero-grad zeros/--zero-grad $4/") \
+		--grad-accum "$3" --routing "$tmp/routing-$t.json" --out "$tmp/t-$t.json" 2>"$tmp/err"; then
+		fail "$label: theory: $(cat "$tmp/err")"
+		return
+	fi
+	"$py" "$src/tests/ft_cmp.py" "$tmp/ref-$t.json" "$tmp/t-$t.json" - "$label" || status=1
+}
+if [ "$mode" = torch26 ]; then
+	acc 2 16 2 none
+	acc 2 16 3 none "$tmp/qwen3_moe.json"
+else
+	acc 2 16 2 zeros
+	acc 2 16 3 none "$tmp/qwen_moe.json"
+	IDLE=1
+	acc 1 8 2 none
+	IDLE=
+	# measure under --grad-accum 2 (its own routing, each micro-step's)
+	# equals its theory given that routing, every row and mark
+	measure_agree "--grad-accum 2" acc "measure of the mixtral under --grad-accum 2 (B 2 T 16)" "$(opts) --grad-accum 2"
 fi
 
 # ddp N: DDP N over gloo (hf_torch.py --ddp N: find_unused_parameters
