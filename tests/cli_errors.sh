@@ -546,8 +546,9 @@ moe_th="a mixture of experts (8 experts, top 2): the theory follows the engine's
 bad_theory "mixtral-8x7b: $moe_th --precision amp-bf16 under --framework torch --wrapper ddp (give fp32, or --wrapper none)" \
 	--model mixtral-8x7b --seq 8 --world 2 --schemes dp --precision amp-bf16 --framework torch --torch-version 1.13 --torch-device cpu \
 	--wrapper ddp
-# accumulation: each micro-step routes its own tokens (not described yet)
-bad_theory "mixtral-8x7b: $moe_th --grad-accum 2 under --framework torch (routing per micro-step; give 1)" \
+# accumulation: each micro-step routes its own tokens, a run's routing
+# (its micro-steps' counts: docs/formats.md "micro_steps") as at K = 1
+bad_theory "--routing balanced: under --framework torch the step follows a run's own routing (give --routing FILE)" \
 	--model mixtral-8x7b --seq 8 --precision fp32 --framework torch --torch-version 1.13 --torch-device cpu \
 	--wrapper none --world 1 --schemes dp --grad-accum 2
 [ -d "$top/data/models" ] || unset ZEROSIM_DATADIR
