@@ -138,8 +138,9 @@ static void events_json(cJSON *parent, const char *key, const struct zs_event *e
 static void routing_json(cJSON *run, const struct zs_result *res)
 {
 	size_t L = res->routing_blocks, E = res->routing_experts, K = res->routing_micro > 1 ? res->routing_micro : 1;
+	size_t nblocks = L / K; /* the model's (L: a step's lists) */
 	cJSON *o = cJSON_AddObjectToObject(run, "routing");
-	zs_json_add_number(o, "blocks", (double)(L / K));
+	zs_json_add_number(o, "blocks", (double)nblocks);
 	if (K > 1)
 		zs_json_add_number(o, "micro_steps", (double)K);
 	zs_json_add_number(o, "experts", (double)E);
