@@ -2879,7 +2879,7 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 			}
 		}
 		tracker_stop_recording(&tr);
-		if (rc != 0 && fix != NULL && refits++ < c->steps * o.grad_accum * hf->layers * world) {
+		if (rc != 0 && fix != NULL && refits++ < (uint64_t)c->steps * o.grad_accum * hf->layers * world) {
 			int r = moe_refit(x, sv, &s, own, &f, &o, fix, seen, t, cause);
 			if (r > 0) {
 				rc = 0;
