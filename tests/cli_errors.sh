@@ -532,7 +532,7 @@ try 0 "" theory --model "$tmp/relu.json" --world 2
 # the paper's schemes and DeepSpeed's four (tests/moe_step.sh,
 # tests/moe_fw.sh, tests/ds_moe.sh); the rest is refused by name
 [ -d "$top/data/models" ] || { ZEROSIM_DATADIR=$srcdir; export ZEROSIM_DATADIR; }
-moe_in="fp32 or mixed under --framework paper or deepspeed (its zero3 with the sparse-MoE block a z3 leaf), and fp32 under --framework torch --wrapper none or ddp for mixtral, qwen2_moe and qwen3_moe (PyTorch 1.13's or 2.6's step, under ddp each rank its own routing; the theory with --routing FILE; bf16 autocast for mixtral on 1.13's plain loop)"
+moe_in="fp32 or mixed under --framework paper or deepspeed (its zero3 with the sparse-MoE block a z3 leaf), and fp32 under --framework torch --wrapper none or ddp for mixtral, qwen2_moe and qwen3_moe (PyTorch 1.13's or 2.6's step, under ddp each rank its own routing; the theory with --routing FILE; --grad-accum, each micro-step its own routing; bf16 autocast for mixtral and qwen3_moe on 1.13's plain loop)"
 moe_no="mixtral-8x7b: a mixture of experts runs in the engine's step in $moe_in, in one process, so far; not with"
 bad_measure "$moe_no --framework torch --wrapper fsdp (give --wrapper none)" --model mixtral-8x7b \
 	--seq 8 --framework torch --torch-version 1.13 --torch-device cpu --wrapper fsdp --world 2 --schemes zero3
@@ -546,8 +546,9 @@ moe_th="a mixture of experts (8 experts, top 2): the theory follows the engine's
 bad_theory "mixtral-8x7b: $moe_th --precision amp-bf16 under --framework torch --wrapper ddp (give fp32, or --wrapper none)" \
 	--model mixtral-8x7b --seq 8 --world 2 --schemes dp --precision amp-bf16 --framework torch --torch-version 1.13 --torch-device cpu \
 	--wrapper ddp
-# accumulation: each micro-step routes its own tokens (not described yet)
-bad_theory "mixtral-8x7b: $moe_th --grad-accum 2 under --framework torch (routing per micro-step; give 1)" \
+# accumulation: each micro-step routes its own tokens, a run's routing
+# (its micro-steps' counts: docs/formats.md "micro_steps") as at K = 1
+bad_theory "--routing balanced: under --framework torch the step follows a run's own routing (give --routing FILE)" \
 	--model mixtral-8x7b --seq 8 --precision fp32 --framework torch --torch-version 1.13 --torch-device cpu \
 	--wrapper none --world 1 --schemes dp --grad-accum 2
 [ -d "$top/data/models" ] || unset ZEROSIM_DATADIR

@@ -866,6 +866,20 @@ def run(a, rank=0, world=1):
                step_peaks=[steps[s]["peak"] for s in range(1, S + 1)], setup_peak=setup_peak,
                fwd_end_over_start=fwd, allreduce_per_micro=per_micro,
                boundaries=st["boundaries"], losses=losses, grad_norms=grad_norms)
+    if H.ROUTING:
+        # a mixture's routing (hf_torch.py's MixtralDecoderLayer and
+        # QwenMoeDecoderLayer record it, forward by forward): each step's
+        # K micro-steps' blocks, micro-step major ([step][k*L + l][expert]),
+        # as measured.json's "routing" with "micro_steps" K; under DDP
+        # every rank's, gathered after the profiled loop, in "ranks"
+        L = cfg["num_hidden_layers"]
+        steps_rt = [H.ROUTING[t * K * L:(t + 1) * K * L] for t in range(S)]
+        out["routing"] = dict(blocks=L, experts=len(H.ROUTING[0]), micro_steps=K, steps=steps_rt)
+        if world > 1:
+            import torch.distributed as dist
+            every = [None] * world
+            dist.all_gather_object(every, steps_rt)
+            out["routing"]["ranks"] = every
     if world > 1 and a.fsdp:
         # FSDP's all-gathers and reduce-scatters in each micro-step of the
         # steady step, and in all the run's steps (a unit SHARD_GRAD_OP

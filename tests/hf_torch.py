@@ -2245,6 +2245,14 @@ def add_zerosim(a, out):
 
 
 def main():
+    # `--ft ARGS...`: tests/ft_torch.py's run of ARGS (its --grad-accum K
+    # micro-steps), so that a batch of this file's cases (tests/batch_torch.py:
+    # one python process) holds such a case too (tests/moe_hf_torch.sh's
+    # mixtures under accumulation); ft_torch imports this module by name
+    if sys.argv[1:2] == ["--ft"]:
+        import ft_torch
+        sys.argv = sys.argv[:1] + sys.argv[2:]
+        return ft_torch.main()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True,
                     help="a Hugging Face config.json (gpt2, llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text)")

@@ -28,8 +28,10 @@
 #  - the mixtral at B 2 T 16 under bf16 autocast (hf_torch.py --amp bf16;
 #    --precision amp-bf16) the same, bytes, peak, marks and every event;
 #    the theory with block 0's least used expert idled departs from it,
-#    and measure of it equals its theory; qwen3_moe's and 2.6's autocast
-#    refused by name;
+#    and measure of it equals its theory; qwen3_moe under bf16 autocast
+#    the same (bytes, peak, marks: its events depart in the order of two
+#    frees in the dense q_norm); qwen2_moe's (its shared expert) and 2.6's
+#    autocast refused by name;
 #  - under zero_grad(set_to_none=True) (--zero-grad none: no grad between
 #    steps, the backward's taken as .grad) the mixtral at B 2 T 16 and at
 #    B 1 T 8 (an expert idle in the steady step keeps no grad: Adam skips
@@ -60,6 +62,18 @@
 #    output_router_logits true, by name; and
 #    measure of the tiny mixtral at B 2 T 16 (every expert used) equals
 #    its theory;
+#  - under gradient accumulation (--grad-accum K, the plain loop; the
+#    reference tests/ft_torch.py's loop through hf_torch.py --ft, its
+#    routing each micro-step's): the theory given the K micro-steps'
+#    counts a step equals the allocator's bytes between steps, peak and
+#    every mark of every micro-step: the mixtral at B 2 T 16, K = 2, zeros;
+#    qwen2_moe at K = 3, set_to_none; the mixtral at B 1 T 8, K = 2,
+#    set_to_none, an expert idle in one micro-step of the steady step and
+#    used in the other; the mixtral at K = 2 under DDP N = 2 (ft_torch.py
+#    --world 2, every rank's routing) with and without no_sync(): rank 0's
+#    bytes, peak, marks and all-reduces a micro-step; measure of the
+#    mixtral at K = 2, and under DDP N = 2 with no_sync, equals its theory
+#    (main refused --grad-accum for a mixture);
 #  - refused by name: a routing whose first step leaves an expert without a
 #    token (at B 1 T 2: its .grad stays None), under --wrapper ddp a step
 #    leaving an expert idle on any rank (1.13's reducer raises "Expected to
@@ -76,7 +90,9 @@
 # the dense qwen2 layer's step frees one tensor in another order than
 # 2.6's under zeros, bytes and marks equal), the mixtral at B 1 T 8 (an
 # expert idle) and under foreach Adam (set_to_none), and the 512-wide
-# mixtral's ranks under DDP N = 2 (zeros): bytes, peak, marks, every event.
+# mixtral's ranks under DDP N = 2 (zeros): bytes, peak, marks, every event;
+# and under --grad-accum the mixtral (K = 2) and qwen3_moe (K = 3),
+# set_to_none: bytes, peak, marks.
 #
 # About 120 s (the find_unused rows about 25 of them). Exit 0 pass, 1 fail, 77 skip (no PyTorch; ZS_REQUIRE_TORCH=1
 # makes that a failure), 99 hard error.
@@ -231,6 +247,7 @@ agree() {
 	fi
 	label="$(sed -n 's/.*"model_type": "\([a-z0-9_]*\)".*/\1/p' "$cfg") B $1 T $2 ($impl Adam$(grep -q '"output_router_logits": true' "$cfg" && echo ', aux loss')$([ $zg = none ] && echo ', set_to_none')$([ $prec = fp32 ] || echo ', bf16 autocast'), PyTorch $TV)"
 	"$py" "$src/tests/ft_cmp.py" "$tmp/ref-$tag.json" "$tmp/t-$tag.json" - "$label" || status=1
+	[ -z "${NOEV:-}" ] || return 0
 	# and event for event: the steady step's allocations and frees
 	# (tests/ag_events) against 1.13's clean step (hf_torch.py --trace's .clean)
 	counts=$(python3 -c 'import json, sys
@@ -266,6 +283,24 @@ done
 ddp_add() {
 	hf_add "ddp$1${3:-}" --model "$2" --seq 16 --batch 2 --steps $S --zero-grad zeros --optimizer-impl single --ddp "$1"
 }
+# Gradient accumulation (--grad-accum K, the plain loop): each micro-step
+# routes its own micro-batch, so the routing is each step's K micro-steps'
+# blocks (measured.json's "micro_steps"). The reference is
+# tests/ft_torch.py's loop (micro-batch k of K drawn at once, loss / K,
+# the marks "LABEL@k"), run in this batch through hf_torch.py --ft; its
+# "routing" the K micro-steps' counts (hf_torch.py's layers record them).
+# atag B T K ZG [CONFIG]: the tag; acc_add the same: its reference. Under
+# DDP (W ranks over gloo, W > 1; no_sync() on the first K − 1 micro-steps
+# where NS is 1) every rank's routing in the reference's routing.ranks.
+W=1 NS=1
+atag() { echo "acc-$1-$2-k$3-$4${5:+-$(basename "$5" .json)}$([ "$W" = 1 ] || echo "-ddp$W-ns$NS")"; }
+acc_add() {
+	t=$(atag "$@")
+	# shellcheck disable=SC2046
+	ft_add mh --ft $(ft_rel mh "--model ${5:-$tmp/config.json}") --seq "$2" --batch "$1" --steps $S --grad-accum "$3" \
+		--zero-grad "$4" --optimizer-impl single --world "$W" --no-sync "$NS" --out "ref-$t.json"
+	echo "$n" >"$tmp/mh-$t.n"
+}
 # every reference the rows below take, one batch
 if [ "$mode" = torch26 ]; then
 	# 2.6: zero_grad set_to_none (its default) and zeros, single and
@@ -287,6 +322,8 @@ if [ "$mode" = torch26 ]; then
 	impl=single
 	zg=zeros
 	ddp_add 2 "$tmp/wide.json"
+	acc_add 2 16 2 none
+	acc_add 2 16 3 none "$tmp/qwen3_moe.json"
 	mkdir -p "$root$in" && cp "$src/tests/moe_torch.py" "$root$in/" || exit 99
 else
 	for q in qwen_moe qwen3_moe; do
@@ -299,6 +336,7 @@ else
 	impl=single
 	prec=amp-bf16
 	ref_add 2 16
+	ref_add 2 16 "$tmp/qwen3_moe.json"
 	prec=fp32
 	zg=none
 	ref_add 2 16
@@ -316,6 +354,12 @@ else
 	ddp_add 2 "$tmp/wide-aux.json" -aux
 	hf_add unused-1-9 --model "$tmp/config.json" --seq 9 --batch 1 --steps $S --zero-grad zeros \
 		--optimizer-impl single --ddp 2 --ddp-find-unused --trace trace-unused-1-9
+	acc_add 2 16 2 zeros
+	acc_add 2 16 3 none "$tmp/qwen_moe.json"
+	acc_add 1 8 2 none
+	W=2
+	for NS in 1 0; do acc_add 2 16 2 zeros; done
+	W=1 NS=1
 fi
 ft_run mh hf_torch.py
 
@@ -410,6 +454,16 @@ PY
 		echo "ok: bf16 autocast: block 0's least used expert idled departs: $(grep -c . "$tmp/out") lines, $(head -1 "$tmp/out")"
 	fi
 	measure_agree "bf16 autocast" amp "measure of the mixtral (B 2 T 16)" "$(opts)"
+	# qwen3_moe under bf16 autocast (its routed block as the mixtral's, its
+	# attention qwen3's with q_norm and k_norm): bytes between steps, peak
+	# and marks (main refused it); its clean step's events depart from
+	# 1.13's in the order of two frees in block 0's q_norm (event 69 of
+	# 2,924: the dense attention's, head_dim 16 apart from d / heads), so
+	# not event for event
+	ref 2 16 "$tmp/qwen3_moe.json"
+	NOEV=1
+	agree 2 16 "$tmp/qwen3_moe.json"
+	NOEV=
 	prec=fp32
 	# zero_grad(set_to_none=True): the grads made by the backward
 	# (AccumulateGrad takes the gradient itself), none between steps; at B 1
@@ -423,6 +477,76 @@ PY
 		agree 2 16 "$tmp/$q.json"
 	done
 	zg=zeros
+fi
+
+# acc B T K ZG [CONFIG]: the theory given the reference's routing (its K
+# micro-steps' counts a step, --routing FILE) against the reference's
+# allocator: bytes between steps, the steady step's peak, every mark of
+# every micro-step (tests/ft_cmp.py); main refused --grad-accum for a
+# mixture. With IDLE set, the steady step must leave some expert idle in
+# one micro-step and give it tokens in another (its grad made or added to
+# there).
+acc() {
+	t=$(atag "$@") cfg=${5:-$tmp/config.json}
+	hf_get "$t"
+	python3 - "$tmp/ref-$t.json" "$tmp/routing-$t.json" "$3" "${IDLE:-}" <<'PY' || { fail "$t: the reference's routing"; return; }
+import json, sys
+ref, K, idle = json.load(open(sys.argv[1])), int(sys.argv[3]), sys.argv[4]
+rt = ref.get("routing")
+L = rt["blocks"] if rt else 0
+ranks = (rt.get("ranks") or [rt["steps"]]) if rt else []
+if not rt or rt.get("micro_steps") != K or any(len(s) != K * L for r in ranks for s in r):
+    sys.exit("moe_hf_torch: FAIL: the reference recorded no routing of %d micro-steps a step" % K)
+last = rt["steps"][-1]
+if idle and not any(last[k * L + l][e] == 0 and any(last[j * L + l][e] for j in range(K))
+                    for k in range(K) for l in range(L) for e in range(rt["experts"])):
+    sys.exit("moe_hf_torch: FAIL: no expert of the steady step is idle in one micro-step and used in another")
+json.dump({"format": "zerosim-measured/1", "config": dict(seq=ref["seq"], batch=ref["batch"]),
+           "runs": [{"scheme": "dp", "unit": "model", "world": len(ranks),
+                     "routing": {"blocks": L, "experts": rt["experts"], "micro_steps": K,
+                                 "tokens_per_expert": ranks}}]}, open(sys.argv[2], "w"))
+PY
+	ddp=$([ "$W" = 1 ] || echo ", DDP N = $W, no_sync $([ "$NS" = 1 ] && echo on || echo off), rank 0")
+	label="$(sed -n 's/.*"model_type": "\([a-z0-9_]*\)".*/\1/p' "$cfg") B $1 T $2 --grad-accum $3 (zero_grad $4${IDLE:+, an expert idle in a micro-step}$ddp, PyTorch $TV)"
+	# shellcheck disable=SC2046
+	if ! "$zerosim" theory --model "$cfg" --seq "$2" --batch "$1" $(acc_opts "$4") \
+		--grad-accum "$3" --routing "$tmp/routing-$t.json" --out "$tmp/t-$t.json" 2>"$tmp/err"; then
+		fail "$label: theory: $(cat "$tmp/err")"
+		return
+	fi
+	# (and DDP's all-reduces per micro-step: --comm)
+	"$py" "$src/tests/ft_cmp.py" "$tmp/ref-$t.json" "$tmp/t-$t.json" - "$label" --comm || status=1
+}
+# acc_opts ZG: the options of an acc row (zero_grad ZG; DDP W, no_sync NS)
+acc_opts() {
+	if [ "$W" = 1 ]; then
+		echo "$torch_opts" | sed "s/--zero-grad zeros/--zero-grad $1/"
+	else
+		echo "$torch_opts --ddp-no-sync $([ "$NS" = 1 ] && echo on || echo off)" |
+			sed "s/--zero-grad zeros/--zero-grad $1/;s/--wrapper none/--wrapper ddp/;s/--world 1/--world $W/"
+	fi
+}
+if [ "$mode" = torch26 ]; then
+	acc 2 16 2 none
+	acc 2 16 3 none "$tmp/qwen3_moe.json"
+else
+	acc 2 16 2 zeros
+	acc 2 16 3 none "$tmp/qwen_moe.json"
+	IDLE=1
+	acc 1 8 2 none
+	IDLE=
+	# measure under --grad-accum 2 (its own routing, each micro-step's)
+	# equals its theory given that routing, every row and mark
+	measure_agree "--grad-accum 2" acc "measure of the mixtral under --grad-accum 2 (B 2 T 16)" "$(opts) --grad-accum 2"
+	# DDP N = 2 over it, with no_sync() on the first micro-step and without
+	# (each rank its own routing; DDP's all-reduces per micro-step too), and
+	# measure's every rank against its theory
+	W=2
+	for NS in 1 0; do acc 2 16 2 zeros; done
+	NS=1
+	measure_agree "--grad-accum 2, DDP N = 2, no_sync" acc-ddp "measure of the mixtral under --grad-accum 2, DDP N = 2, no_sync (B 2 T 16)" \
+		"$(acc_opts zeros) --grad-accum 2"
+	W=1
 fi
 
 # ddp N: DDP N over gloo (hf_torch.py --ddp N: find_unused_parameters
@@ -522,7 +646,7 @@ refuse() {
 }
 if [ "$mode" = torch26 ]; then
 	ddp 2
-	[ $status -eq 0 ] && echo "$name: under PyTorch 2.6 the tiny mixtral's (B 2 T 16 under set_to_none and zeros, single and foreach Adam; B 1 T 8, an expert idle), qwen2_moe's and qwen3_moe's PyTorch step, with the auxiliary loss too, and the 512-wide mixtral's ranks under DDP N = 2 equal 2.6's allocator to the byte, every mark and event"
+	[ $status -eq 0 ] && echo "$name: under PyTorch 2.6 the tiny mixtral's (B 2 T 16 under set_to_none and zeros, single and foreach Adam; B 1 T 8, an expert idle), qwen2_moe's and qwen3_moe's PyTorch step, with the auxiliary loss too, and the 512-wide mixtral's ranks under DDP N = 2 equal 2.6's allocator to the byte, every mark and event; the mixtral under --grad-accum 2 and qwen3_moe under --grad-accum 3 (set_to_none) every mark"
 	exit $status
 fi
 ddp 2
@@ -539,12 +663,12 @@ PY
 refuse "ddp 2,3: ranks routing apart" "rank [0-9] at N = [23] routes otherwise than rank 0 at N = 2" \
 	"$zerosim" theory --model "$tmp/wide.json" --seq 16 --batch 2 $(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp/;s/--world 1/--world 2,3/') \
 	--routing "$tmp/ddp23.json"
-# bf16 autocast is described for the mixtral on 1.13's plain loop alone:
-# qwen3_moe's (its own routing) and 2.6's refused by name
+# bf16 autocast is described for the mixtral and qwen3_moe on 1.13's plain
+# loop: qwen2_moe's (its shared expert's casts) and 2.6's refused by name
 prec=amp-bf16
 # shellcheck disable=SC2046
-refuse "qwen3_moe under autocast" "the PyTorch step of a mixture (qwen3_moe) with autocast (compared for mixtral only yet" \
-	"$zerosim" theory --model "$tmp/qwen3_moe.json" --seq 16 --batch 2 $(opts) --routing "$tmp/routing-2-16-qwen3_moe.json"
+refuse "qwen2_moe under autocast" "the PyTorch step of a mixture (qwen2_moe) with autocast with qwen2_moe's shared expert" \
+	"$zerosim" theory --model "$tmp/qwen_moe.json" --seq 16 --batch 2 $(opts) --routing "$tmp/routing-2-16-qwen_moe.json"
 # shellcheck disable=SC2046
 refuse "2.6's autocast" "the PyTorch step of a mixture (mixtral) with autocast under 2.6 (not compared yet" \
 	"$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $(opts | sed 's/--torch-version 1.13/--torch-version 2.6/') \
@@ -689,5 +813,5 @@ unused 1 9
 # row and marks equal the theory given its routing (main refused it)
 measure_agree find-unused unused "measure of the mixtral at N = 2 (B 2 T 16)" \
 	"$(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp --ddp-find-unused on/;s/--world 1/--world 2/')"
-[ $status -eq 0 ] && echo "$name: the tiny mixtral's (B 2 T 16, single and foreach Adam, and under bf16 autocast; B 1 T 8, an expert idle), qwen2_moe's and qwen3_moe's (B 2 T 16) PyTorch step, and the 512-wide mixtral's ranks under DDP N = 2 and 3, equal 1.13's allocator to the byte, with the auxiliary loss too (the three at B 2 T 16, the 512-wide one under DDP N = 2), and the tiny mixtral's ranks under DDP N = 2 with find_unused_parameters (B 1 T 9: experts idle on one rank and on both); the refusals hold"
+[ $status -eq 0 ] && echo "$name: the tiny mixtral's (B 2 T 16, single and foreach Adam, and under bf16 autocast; B 1 T 8, an expert idle), qwen2_moe's and qwen3_moe's (B 2 T 16) PyTorch step, and the 512-wide mixtral's ranks under DDP N = 2 and 3, equal 1.13's allocator to the byte, with the auxiliary loss too (the three at B 2 T 16, the 512-wide one under DDP N = 2), and the tiny mixtral's ranks under DDP N = 2 with find_unused_parameters (B 1 T 9: experts idle on one rank and on both); qwen3_moe under bf16 autocast; under --grad-accum 2 and 3 (each micro-step its own routing, an expert idle in one micro-step and used in another, DDP N = 2 with and without no_sync); the refusals hold"
 exit $status

@@ -23,10 +23,16 @@
 #    theory given that file (each rank its own lists) equals every rank's
 #    resident, peak and marks; rank 1's last block moved departs; the
 #    starved-expert check reads only the runs the sweep takes;
+#  - under --grad-accum K (the plain loop, each micro-step its own
+#    routing, "micro_steps" K in the file): the theory given measure's
+#    file equals it (the 512-wide mixtral at K = 2, whose file with the
+#    last micro-step's last block moved departs; the tiny mixtral at K = 3
+#    under set_to_none; qwen2_moe at K = 2);
 #  - refused by name, one line, exit 2 or 1, nothing written: a first step
 #    that leaves an expert without a token (B 1 T 2), under --wrapper ddp
 #    an expert idle on a rank in any step (B 1 T 6 seed 7: rank 1's step
-#    2), --recompute full, --lora-r;
+#    2), --recompute full, --lora-r, --grad-accum with output_router_logits
+#    true;
 #  - the tiny mixtral at B 2 T 16 and B 1 T 8 under zero_grad
 #    set_to_none (1.13) and under PyTorch 2.6 (set_to_none and zeros):
 #    the theory under the measured routing equals the measurement.
@@ -46,30 +52,35 @@ done
 # agree CONFIG B T IMPL [moved]: measure, the routing it records, the
 # theory under it (and, with "moved", under it with the last step's last
 # block all on k experts: a peak the measure did not reach)
+# (under acc: M micro-steps a step, zero_grad $zg, $xo more options)
+M=1 zg=zeros xo=
 agree() {
 	cfg=$1 tag=$(basename "$1" .json)-$2-$3-$4
+	[ "$M" = 1 ] || tag=acc-$tag-k$M-$zg
+	opts="$(echo "$torch_opts" | sed "s/--zero-grad zeros/--zero-grad $zg/") $xo"
 	# shellcheck disable=SC2086
-	OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q --model "$cfg" --batch "$2" --seq "$3" $torch_opts \
+	OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q --model "$cfg" --batch "$2" --seq "$3" $opts \
 		--optimizer-impl "$4" --out "$tmp/m-$tag.json" 2>"$tmp/err" ||
 		{ fail "$tag: measure: $(cat "$tmp/err")"; return; }
-	python3 - "$tmp/m-$tag.json" "$cfg" "$2" "$3" "$tmp/moved-$tag.json" <<'PY' || { fail "$tag: the routing"; return; }
+	python3 - "$tmp/m-$tag.json" "$cfg" "$2" "$3" "$tmp/moved-$tag.json" "$M" <<'PY' || { fail "$tag: the routing"; return; }
 import json, sys
 m, cfg = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-B, T = int(sys.argv[3]), int(sys.argv[4])
+B, T, M = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[6])
 E = cfg.get("num_experts", cfg.get("num_local_experts"))
 K, L = cfg["num_experts_per_tok"], cfg["num_hidden_layers"]
 rt = m["runs"][0]["routing"]
 steps = rt["tokens_per_expert"][0]
 bad = [(s, l, c) for s, st in enumerate(steps) for l, c in enumerate(st) if len(c) != E or sum(c) != B * T * K]
-if rt["blocks"] != L or rt["experts"] != E or len(steps) != 3 or bad:
-    sys.exit("moe_measure: FAIL: the recorded routing is not 3 steps x %d blocks of %d assignments over %d "
-             "experts: %s" % (L, B * T * K, E, bad or rt))
+if rt["blocks"] != L or rt.get("micro_steps", 1) != M or any(len(st) != M * L for st in steps) or \
+        rt["experts"] != E or len(steps) != 3 or bad:
+    sys.exit("moe_measure: FAIL: the recorded routing is not 3 steps x %d micro-steps x %d blocks of %d "
+             "assignments over %d experts: %s" % (M, L, B * T * K, E, bad or rt))
 steps[-1][-1] = [B * T if e < K else 0 for e in range(E)]
 json.dump(m, open(sys.argv[5], "w"))
 PY
 	for r in m ${5:-}; do
 		# shellcheck disable=SC2086
-		"$zerosim" theory --model "$cfg" --batch "$2" --seq "$3" $torch_opts --optimizer-impl "$4" \
+		"$zerosim" theory --model "$cfg" --batch "$2" --seq "$3" $opts --optimizer-impl "$4" \
 			--routing "$tmp/$r-$tag.json" --out "$tmp/t-$r-$tag.json" 2>"$tmp/err" ||
 			{ fail "$tag: theory --routing ($r): $(cat "$tmp/err")"; return; }
 		"$top/tests/json_agree" "$tmp/m-$tag.json" "$tmp/t-$r-$tag.json" >"$tmp/out" 2>&1
@@ -185,6 +196,27 @@ for v in "1.13 none" "2.6 none" "2.6 zeros"; do
 	agree "$tmp/config.json" 1 8 single
 done
 torch_opts=$base_opts
+# acc CONFIG B T K ZG [moved]: agree under --grad-accum K (the plain
+# loop) and zero_grad ZG: each micro-step routes its own micro-batch, measure
+# records each step's K micro-steps' blocks ("micro_steps" K, micro-step
+# major), and the theory given that file equals the measurement to the
+# byte; with "moved" (the 512-wide mixtral, whose peak is a block's
+# backward) the same file with the last micro-step's last block all on k
+# experts departs (main refused --grad-accum for a mixture); $xo: more
+# options
+acc() {
+	M=$4 zg=$5 xo0=$xo
+	xo="$xo --grad-accum $4"
+	agree "$1" "$2" "$3" single "${6:-}"
+	M=1 zg=zeros xo=$xo0
+}
+# (seed 2: the default seed's steps idle other experts of the wide one in
+# a micro-step, which measure's lists of one shape refuse)
+xo="--seed 2"
+acc "$tmp/wide.json" 2 16 2 zeros moved
+xo=
+acc "$tmp/config.json" 2 16 3 none
+acc "$tmp/qwen_moe.json" 2 16 2 zeros
 losses "$tmp/config.json" 2 16
 losses "$tmp/config.json" 1 8
 losses "$tmp/qwen_moe.json" 2 16
@@ -196,7 +228,7 @@ refuse() {
 	label=$1 want=$2 pattern=$3 change=$4
 	shift 4
 	# shellcheck disable=SC2086
-	"$zerosim" measure -q --model "$tmp/config.json" $(echo "$torch_opts" | sed "$change") "$@" --out "$tmp/x.json" 2>"$tmp/err"
+	"$zerosim" measure -q --model "${rmodel:-$tmp/config.json}" $(echo "$torch_opts" | sed "$change") "$@" --out "$tmp/x.json" 2>"$tmp/err"
 	rc=$?
 	if [ $rc -ne "$want" ] || ! grep -q -- "$pattern" "$tmp/err" || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/x.json" ]; then
 		fail "$label: exit $rc, '$(cat "$tmp/err")' (want $want and '$pattern')"
@@ -210,6 +242,12 @@ refuse "--wrapper ddp, an expert idle on a rank" 1 "expert 0 of block 1 on rank 
 	"s/--wrapper none/--wrapper ddp/;s/--world 1/--world 2/" --batch 1 --seq 6 --seed 7
 refuse "--recompute full" 2 "--recompute full (give none)" s/x/x/ --batch 2 --seq 16 --recompute full
 refuse "--lora-r" 2 "fine-tuning" s/x/x/ --batch 2 --seq 16 --lora-r 4
+# (the aux loss's own topk would count as a micro-step's block)
+sed 's/}[[:space:]]*$/, "output_router_logits": true}/' "$tmp/config.json" >"$tmp/aux.json" || exit 99
+rmodel=$tmp/aux.json
+refuse "--grad-accum with output_router_logits true" 2 "with --grad-accum and output_router_logits true" s/x/x/ \
+	--batch 2 --seq 16 --grad-accum 2
+rmodel=
 # 2.6's default attention in zerosim is SDPA: a mixture's is refused (not compared yet)
 refuse "2.6's default --attn sdpa" 2 "--attn sdpa (2.6's default; give --attn eager)" \
 	"s/--torch-version 1.13/--torch-version 2.6/" --batch 2 --seq 16

@@ -257,10 +257,15 @@ def train64(cfg, layout, init, batch, lr, steps):
     return flatten(model, layout)
 
 
-def aux_main(measured, config, B, T, steps, lr, seed, work):
+def aux_main(measured, config, B, T, steps, lr, seed, work, micro=1):
     """--aux MEASURED: the auxiliary load-balancing loss (output_router_logits
     true) against zerosim's PyTorch step (measure --framework torch, its
-    measured.json): the model from the dump's initial weights, trained on
+    measured.json); --accum MEASURED ... K: that step under --grad-accum K
+    (micro-step k of step s the dump's batch s*K + k, its loss / K
+    backward, as Trainer.training_step; the step's loss their sum, as
+    measure reports it; the routing each micro-step's blocks, micro-step
+    major, as measured.json's "micro_steps"), the aux loss where the
+    config sets output_router_logits. The model from the dump's initial weights, trained on
     its batches as Hugging Face's loop trains it at --seq T (labels the
     input ids: ForCausalLMLoss's shifted cross_entropy over T - 1 tokens,
     which F.cross_entropy over the ids shifted and padded with -100 is),
@@ -278,7 +283,7 @@ def aux_main(measured, config, B, T, steps, lr, seed, work):
         run = json.load(f)["runs"][0]
     E, K = experts(cfg), cfg["num_experts_per_tok"]
     batch = torch.from_numpy(np.fromfile(os.path.join(work, "batch.i32"), dtype="<i4").astype(np.int64))
-    batch = batch.reshape(steps, 2, B, T)
+    batch = batch.reshape(steps * micro, 2, B, T)
     model = MixtralForCausalLM(cfg)
     model.train()
     load(model, layout, np.fromfile(os.path.join(work, "init.f32"), dtype="<f4"))
@@ -286,35 +291,45 @@ def aux_main(measured, config, B, T, steps, lr, seed, work):
     bad, losses = 0, []
     for s in range(steps):
         opt.zero_grad()
-        ids = batch[s, 0]
-        labels = F.pad(ids, (0, 1), value=-100)[:, 1:]
-        loss, routing = model(ids, labels)
-        aux = load_balancing_loss_func(tuple(model.gate_logits), E, K)
-        loss = loss + cfg.get("router_aux_loss_coef", 0.001) * aux
-        model.gate_logits = None
-        loss.backward()
+        total, counts = 0.0, []
+        for k in range(micro):
+            ids = batch[s * micro + k, 0]
+            labels = F.pad(ids, (0, 1), value=-100)[:, 1:]
+            loss, routing = model(ids, labels)
+            if cfg.get("output_router_logits"):
+                aux = load_balancing_loss_func(tuple(model.gate_logits), E, K)
+                loss = loss + cfg.get("router_aux_loss_coef", 0.001) * aux
+            model.gate_logits = None
+            if micro > 1:
+                loss = loss / micro
+            loss.backward()
+            total += loss.item()
+            counts += [torch.bincount(chosen.reshape(-1), minlength=E).tolist() for _, chosen in routing]
         opt.step()
-        losses.append(loss.item())
+        losses.append(total)
         z = run["losses"][s]
-        if abs(loss.item() - z) > 1e-5 * abs(loss.item()):
-            print(f"moe_model_torch: --aux step {s + 1}: loss torch {loss.item():.8f} zerosim {z:.8f}")
+        if abs(total - z) > 1e-5 * abs(total):
+            print(f"moe_model_torch: --aux step {s + 1}: loss torch {total:.8f} zerosim {z:.8f}")
             bad += 1
-        counts = [torch.bincount(chosen.reshape(-1), minlength=E).tolist() for _, chosen in routing]
         if counts != run["routing"]["tokens_per_expert"][0][s]:
             print(f"moe_model_torch: --aux step {s + 1}: routing torch {counts} zerosim "
                   f"{run['routing']['tokens_per_expert'][0][s]}")
             bad += 1
-    print(f"moe_model_torch: --aux: tiny {cfg['model_type']} (top {K} of {E}, router_aux_loss_coef "
-          f"{cfg.get('router_aux_loss_coef', 0.001)}), B {B} T {T}: PyTorch's losses with the aux loss "
+    what = (f"router_aux_loss_coef {cfg.get('router_aux_loss_coef', 0.001)}" if cfg.get("output_router_logits")
+            else "no aux loss") + (f", --grad-accum {micro}" if micro > 1 else "")
+    print(f"moe_model_torch: {'--accum' if micro > 1 else '--aux'}: tiny {cfg['model_type']} (top {K} of {E}, "
+          f"{what}), B {B} T {T}: PyTorch's losses{' with the aux loss' if cfg.get('output_router_logits') else ''} "
           f"{' '.join('%.6f' % x for x in losses)}, zerosim's PyTorch step "
           f"{' '.join('%.6f' % x for x in run['losses'])}: {'agree' if bad == 0 else 'DISAGREE'}")
     return 1 if bad else 0
 
 
 def main():
-    if sys.argv[1] == "--aux":
+    if sys.argv[1] in ("--aux", "--accum"):
         B, T, steps = (int(x) for x in sys.argv[4:7])
-        return aux_main(sys.argv[2], sys.argv[3], B, T, steps, float(sys.argv[7]), int(sys.argv[8]), sys.argv[9])
+        micro = int(sys.argv[10]) if sys.argv[1] == "--accum" else 1
+        return aux_main(sys.argv[2], sys.argv[3], B, T, steps, float(sys.argv[7]), int(sys.argv[8]), sys.argv[9],
+                        micro)
     config = sys.argv[1]
     B, T, steps = (int(x) for x in sys.argv[2:5])
     lr, seed, work = float(sys.argv[5]), int(sys.argv[6]), sys.argv[7]

@@ -25,6 +25,11 @@
 # the dump's weights and batches as Hugging Face's loop trains it at --seq
 # T: the losses with the aux loss in them within 1e-5, the routing equal.
 #
+# Under --grad-accum 3 the tiny mixtral trains in zerosim's PyTorch step
+# (each micro-step its own routing) against PyTorch from the dump's weights
+# and micro-batches: each step's loss within 1e-5 relative, every
+# micro-step's routing equal (moe_model_torch.py --accum).
+#
 # PyTorch is looked for by tests/torch_python.sh; without it the test is
 # skipped (exit 77). Exit 0 pass, 1 disagreement, 99 hard error.
 set -u
@@ -63,6 +68,23 @@ aux() {
 	OMP_NUM_THREADS=1 "$py" "$src/tests/moe_model_torch.py" --aux "$tmp/m-aux.json" "$tmp/aux.json" 2 16 3 1e-2 1 \
 		"$tmp/wa" || rc=1
 }
+# accum K: --grad-accum K of $tmp/config.json in zerosim's PyTorch step
+# (measure --framework torch --wrapper none: each micro-step its own
+# routing) against PyTorch from the dump's weights and batches (micro-step
+# k of step s the dump's batch s·K + k, as measure draws it), B 2 T 16, 3
+# steps of lr 1e-2: each step's loss (the sum of its micro-steps' loss / K)
+# within 1e-5 relative and every micro-step's routing equal
+# (moe_model_torch.py --accum; main refused --grad-accum for a mixture)
+accum() {
+	OPENBLAS_NUM_THREADS=1 "$top/zerosim" measure -q --model "$tmp/config.json" --seq 16 --batch 2 --framework torch \
+		--wrapper none --torch-version 1.13 --torch-device cpu --zero-grad zeros --optimizer-impl single \
+		--precision fp32 --world 1 --schemes dp --steps 3 --seed 1 --lr 1e-2 --grad-accum "$1" \
+		--out "$tmp/m-acc.json" || { echo "moe_model_torch: measure --grad-accum $1 failed" >&2; exit 99; }
+	rm -rf "$tmp/wk" && mkdir "$tmp/wk" && "$dump" "$tmp/config.json" 2 16 $((3 * $1)) 1e-2 1 "$tmp/wk" >/dev/null ||
+		{ echo "moe_model_torch: $dump failed" >&2; exit 99; }
+	OMP_NUM_THREADS=1 "$py" "$src/tests/moe_model_torch.py" --accum "$tmp/m-acc.json" "$tmp/config.json" 2 16 3 1e-2 1 \
+		"$tmp/wk" "$1" || rc=1
+}
 # E K B T STEPS LR SEED, then (qwen2_moe) norm_topk_prob, (qwen3_moe) and qwen3
 for shape in "4 2 4 16 20 1e-2 1" "3 1 2 8 10 1e-3 2" "4 2 4 16 20 1e-3 1 false" "8 4 2 8 10 1e-3 3 true" \
 	"4 2 4 16 10 1e-3 1 true qwen3" "4 2 2 8 10 1e-3 3 false qwen3"; do
@@ -96,5 +118,6 @@ JSON
 	OMP_NUM_THREADS=1 "$py" "$src/tests/moe_model_torch.py" "$tmp/config.json" "$3" "$4" "$5" "$6" "$7" "$tmp/w" ||
 		rc=1
 	[ "$1 $2 $3" = "4 2 4" ] && aux # each family's first shape
+	[ "$1 $2 $3 $#" = "4 2 4 7" ] && accum 3 # the mixtral's
 done
 exit $rc

@@ -430,8 +430,9 @@ static int plain_step_check(const struct zs_config *c, char **cause)
 	const struct zs_model *m = &c->tfm->hf;
 	uint64_t *counts = NULL;
 	if (m->experts > 0 && o.moe_counts == NULL) {
-		counts = zs_calloc(m->layers * m->experts, sizeof *counts);
-		zs_moe_balanced(counts, m->layers, m->experts, o.batch * o.seq * m->experts_per_tok);
+		size_t L = (size_t)o.grad_accum * m->layers; /* (--grad-accum K: each micro-step's blocks) */
+		counts = zs_calloc(L * m->experts, sizeof *counts);
+		zs_moe_balanced(counts, L, m->experts, o.batch * o.seq * m->experts_per_tok);
 		o.moe_counts = counts;
 	}
 	int rc = ag_step_build_run(&s, &c->tfm->hf, &p, &o, c, 1, cause);

@@ -169,7 +169,9 @@ ZS_HELP_TORCH_STEP
 "                         step (its peak the most of its steps' after the\n"
 "                         first; ddp: each rank's own, none idle but under\n"
 "                         --ddp-find-unused on, one N a sweep where the\n"
-"                         ranks route apart)\n"
+"                         ranks route apart; --grad-accum K, --wrapper\n"
+"                         none: each step's K micro-steps' counts, the\n"
+"                         file's \"micro_steps\" K)\n"
 "\n"
 "A model known only by its size (floors only):\n"
 "      --params P         parameter count, e.g. 7.5e9 (default N list:\n"
@@ -323,7 +325,17 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 		 * until its first token: the step's set-up gives every parameter
 		 * its grad and state, as every expert's first-step token does */
 		int unused = config->wrapper == ZS_WRAPPER_DDP && config->ddp_find_unused;
-		for (size_t i = 0; i < x->blocks * x->experts; i++)
+		size_t LE1 = x->blocks / x->micro * x->experts; /* one micro-step's lists */
+		for (size_t i = 0; i < x->blocks * x->experts; i++) {
+			/* under --grad-accum K an expert idle in one micro-step of the
+			 * first step and used in another has its .grad by the step's
+			 * end (AccumulateGrad makes it at its first token), and the
+			 * first step() its state, as at K = 1 */
+			int later = 0;
+			for (size_t k = 0; x->micro > 1 && k < x->micro && !later; k++)
+				later = x->counts[k * LE1 + i % LE1] != 0;
+			if (later)
+				continue;
 			if (x->counts[i] == 0 && unused) {
 				/* --ddp-find-unused: the reducer gives a rank's idle expert
 				 * its .grad at finalize from the bucket where another rank
@@ -336,12 +348,13 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 					return zs_fail(cause, "--routing %s: block %zu's expert %zu gets no token on any rank in "
 					               "the run's first step: under --ddp-find-unused the reducer leaves its .grad "
 					               "None and Adam skips it until one comes: not described yet (give more "
-					               "tokens: --batch, --seq)", arg, i / x->experts, i % x->experts);
+					               "tokens: --batch, --seq)", arg, i / x->experts % (x->blocks / x->micro), i % x->experts);
 			} else if (x->counts[i] == 0)
 				return zs_fail(cause, "--routing %s: block %zu's expert %zu gets no token in the run's first "
-				               "step, so its .grad stays None and Adam skips it until one comes: not described "
+				               "step%s, so its .grad stays None and Adam skips it until one comes: not described "
 				               "under --framework torch yet (give more tokens: --batch, --seq)", arg,
-				               i / x->experts, i % x->experts);
+				               i % LE1 / x->experts, i % x->experts, x->micro > 1 ? " (in any micro-step)" : "");
+		}
 		size_t LE = x->blocks * x->experts;
 		config->moe_counts = x->counts + (x->steps - 1) * LE;
 		config->moe_run = x->counts;

@@ -2677,29 +2677,37 @@ static int moe_step_build(struct ag_step *n, const struct tfm_feed *f, const str
  * find_unused_parameters (`unused`) the rank's list differs in shape
  * from the others' (util/ag_ddp.c describes it; the executor keeps one
  * shape a run): not run yet. 0, or -1 with *cause. */
-static int moe_starved(const struct zs_model *hf, const uint64_t *counts, unsigned S, unsigned world, int unused,
-                       char **cause)
+static int moe_starved(const struct zs_model *hf, const uint64_t *counts, unsigned S, unsigned K, unsigned world,
+                       int unused, char **cause)
 {
-	size_t LE = (size_t)hf->layers * hf->experts;
+	size_t LE1 = (size_t)hf->layers * hf->experts, LE = K * LE1; /* a step's lists: K micro-steps' (moe_run) */
 	for (size_t k = 0; k < world; k++)
 		for (size_t t = 0; t < (world > 1 ? S : 1); t++)
 			for (size_t i = 0; i < LE; i++) {
 				if (counts[(k * S + t) * LE + i] != 0)
 					continue;
+				/* one rank: an expert idle in a micro-step of the first step
+				 * and used in another has its .grad by the step's end
+				 * (AccumulateGrad), as at K = 1 */
+				int later = 0;
+				for (size_t m = 0; world == 1 && m < K && !later; m++)
+					later = counts[(k * S + t) * LE + m * LE1 + i % LE1] != 0;
+				if (later)
+					continue;
 				if (world > 1 && unused)
 					return zs_fail(cause, "%s: expert %zu of block %zu on rank %zu at step %zu gets no token: "
 					               "under --ddp-find-unused measure does not run an expert idle on a rank yet "
 					               "(the theory describes it: zerosim theory --routing FILE)", hf->name,
-					               i % hf->experts, i / hf->experts, k, t + 1);
+					               i % hf->experts, i / hf->experts % hf->layers, k, t + 1);
 				if (world > 1)
 					return zs_fail(cause, "%s: expert %zu of block %zu on rank %zu at step %zu gets no token: "
 					               "under --wrapper ddp (find_unused_parameters False) its bucket is never "
 					               "reduced, and PyTorch 1.13 raises at the step after (give more tokens: "
-					               "--batch, --seq)", hf->name, i % hf->experts, i / hf->experts, k, t + 1);
-				return zs_fail(cause, "%s: block %zu's expert %zu gets no token in the run's first step, so its "
+					               "--batch, --seq)", hf->name, i % hf->experts, i / hf->experts % hf->layers, k, t + 1);
+				return zs_fail(cause, "%s: block %zu's expert %zu gets no token in the run's first step%s, so its "
 				               ".grad stays None and Adam skips it until one comes: not described under "
 				               "--framework torch yet (give more tokens: --batch, --seq)", hf->name,
-				               i / hf->experts, i % hf->experts);
+				               i % LE1 / hf->experts, i % hf->experts, K > 1 ? " (in any micro-step)" : "");
 			}
 	return 0;
 }
@@ -2720,7 +2728,9 @@ static int moe_refit(struct ag_exec *x, const struct step_save *v, struct ag_ste
 {
 	const struct zs_model *hf = f->hf;
 	unsigned S = f->c->steps, world = f->world, refit = 0;
-	size_t L = hf->layers, E = hf->experts, LE = L * E;
+	/* a step's lists: under --grad-accum K its K micro-steps' blocks,
+	 * micro-step major (L of them each), as the topks count them */
+	size_t L = (size_t)o->grad_accum * hf->layers, E = hf->experts, LE = L * E;
 	unsigned char *redo = zs_calloc(world, 1);
 	for (unsigned k = 0; k < world; k++) {
 		size_t at = ((size_t)k * S + t) * LE, l = 0;
@@ -2742,7 +2752,7 @@ static int moe_refit(struct ag_exec *x, const struct step_save *v, struct ag_ste
 	if (refit) {
 		free(*cause);
 		*cause = NULL;
-		if (moe_starved(hf, fix, S, world, f->c->ddp_find_unused, cause) != 0)
+		if (moe_starved(hf, fix, S, o->grad_accum, world, f->c->ddp_find_unused, cause) != 0)
 			rc = -1;
 	}
 	/* every rank back to the step's start (under the lists it ran), then
@@ -2790,7 +2800,9 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 	if (tokens == NULL)
 		tfm_task_init(&f.task, f.dims.vocab, c->seed);
 	tfm_blas_init();
-	size_t LE = (size_t)hf->layers * hf->experts;
+	/* a mixture's step's lists of counts: under --grad-accum K, K
+	 * micro-steps' L blocks each (moe_run) */
+	size_t LE = (size_t)o.grad_accum * hf->layers * hf->experts;
 	unsigned S = c->steps;
 	if (seen != NULL) {
 		own = zs_calloc((size_t)world * S, sizeof *own);
@@ -2816,7 +2828,7 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 	}
 	out->losses = zs_calloc(c->steps ? c->steps : 1, sizeof *out->losses);
 	int rc = ag_exec_begin_ranks(x, world, &s, &o, &tr, feed, cause), begun = rc == 0;
-	unsigned refits = 0; /* fix's: a block a refit at most */
+	unsigned refits = 0; /* fix's: a block (a micro-step's under --grad-accum) a refit at most */
 	/* a mixture's peak is its set-up's and its steps' after the first:
 	 * the list's first step runs with the grads and Adam's state its
 	 * set-up made, where 1.13 makes the state after the first backward,
@@ -2867,7 +2879,7 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 			}
 		}
 		tracker_stop_recording(&tr);
-		if (rc != 0 && fix != NULL && refits++ < c->steps * hf->layers * world) {
+		if (rc != 0 && fix != NULL && refits++ < (uint64_t)c->steps * o.grad_accum * hf->layers * world) {
 			int r = moe_refit(x, sv, &s, own, &f, &o, fix, seen, t, cause);
 			if (r > 0) {
 				rc = 0;
@@ -2985,8 +2997,12 @@ static int moe_run(const struct zs_config *c, const struct zs_model *hf, uint64_
                    int want_weights, struct zs_tracker *trk, int want_timeline, const float *init, const int *tokens,
                    struct ag_exec_result *out, char **cause)
 {
-	unsigned S = c->steps ? c->steps : 1;
-	size_t L = hf->layers, E = hf->experts, LE = L * E, n = (size_t)world * S * LE;
+	unsigned S = c->steps ? c->steps : 1, K = c->grad_accum > 1 ? c->grad_accum : 1;
+	/* under --grad-accum K each micro-step routes its own micro-batch: a
+	 * step's routing is its K micro-steps' blocks, micro-step major
+	 * ([rank][step][k·L + block][expert]; its topks count them in that
+	 * order, count_choices), L·K lists a step */
+	size_t L = (size_t)K * hf->layers, E = hf->experts, LE = L * E, n = (size_t)world * S * LE;
 	uint64_t *guess = zs_calloc(n, sizeof *guess), *seen = zs_calloc(n, sizeof *seen);
 	struct zs_config *c2 = zs_malloc(sizeof *c2);
 	*c2 = *c;
@@ -2999,7 +3015,7 @@ static int moe_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 	tracker_destroy(&sc);
 	if (rc == 0) {
 		ag_exec_result_free(&r);
-		rc = moe_starved(hf, guess, S, world, c->ddp_find_unused, cause);
+		rc = moe_starved(hf, guess, S, K, world, c->ddp_find_unused, cause);
 	}
 	if (rc == 0)
 		rc = tfm_run(c2, hf, seq, world, init, tokens, want_weights, trk, want_timeline, out, seen, NULL, cause);
@@ -3008,6 +3024,7 @@ static int moe_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 		for (size_t i = 0; i < n; i++)
 			out->routing[i] = (size_t)seen[i];
 		out->routing_blocks = L;
+		out->routing_micro = K;
 		out->routing_experts = E;
 	}
 	free(c2);

@@ -147,7 +147,9 @@ struct ag_exec_result {
 	struct zs_coll_stats *rank_comm;   /* each rank's collectives over the steps (malloc'd) */
 	size_t *routing;                   /* a mixture's tokens per expert, [step][block][expert], the
 	                                    * values' own (malloc'd); else NULL */
-	size_t routing_blocks, routing_experts;
+	/* routing_blocks: a step's lists, under --grad-accum K the K
+	 * micro-steps' blocks, micro-step major (routing_micro K, else 1) */
+	size_t routing_blocks, routing_experts, routing_micro;
 };
 
 /* Train model hf (gpt2 or llama family) for c's steps, batch and lr

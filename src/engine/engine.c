@@ -1269,6 +1269,7 @@ static int run_plain_loop(const struct zs_config *c, enum zs_scheme scheme, unsi
 	res->routing = ar.routing; /* a mixture's: the values' own */
 	res->routing_blocks = ar.routing_blocks;
 	res->routing_experts = ar.routing_experts;
+	res->routing_micro = ar.routing_micro;
 	free(ar.rank_resident);
 	free(ar.rank_peak);
 	free(ar.rank_comm);

@@ -85,9 +85,12 @@ struct zs_result {
 	size_t *rank_mark_bytes;            /* torch's zero1 over the PyTorch step (ranks differ): every
 	                                       rank's at every mark, [rank][mark]; else NULL */
 	/* A mixture of experts: the tokens each expert got in each block,
-	 * [rank][step][block][expert] (world·steps·blocks·experts); else NULL. */
+	 * [rank][step][block][expert] (world·steps·blocks·experts); else NULL.
+	 * Under the PyTorch step's --grad-accum K, a step's routing_blocks
+	 * lists are its K micro-steps' blocks, micro-step major (routing_micro
+	 * K; 0 or 1: one list a block). */
 	size_t *routing;
-	size_t routing_blocks, routing_experts;
+	size_t routing_blocks, routing_experts, routing_micro;
 };
 
 struct zs_run_options {

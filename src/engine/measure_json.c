@@ -132,12 +132,17 @@ static void events_json(cJSON *parent, const char *key, const struct zs_event *e
 }
 
 /* A mixture of experts' routing: the tokens each expert got, in each
- * block, at each step, on each rank ("routing", docs/formats.md). */
+ * block, at each step, on each rank ("routing", docs/formats.md); under
+ * --grad-accum K (the PyTorch step) each step's K micro-steps' blocks,
+ * micro-step major, "micro_steps" K beside "blocks" L. */
 static void routing_json(cJSON *run, const struct zs_result *res)
 {
-	size_t L = res->routing_blocks, E = res->routing_experts;
+	size_t L = res->routing_blocks, E = res->routing_experts, K = res->routing_micro > 1 ? res->routing_micro : 1;
+	size_t nblocks = L / K; /* the model's (L: a step's lists) */
 	cJSON *o = cJSON_AddObjectToObject(run, "routing");
-	zs_json_add_number(o, "blocks", (double)L);
+	zs_json_add_number(o, "blocks", (double)nblocks);
+	if (K > 1)
+		zs_json_add_number(o, "micro_steps", (double)K);
 	zs_json_add_number(o, "experts", (double)E);
 	cJSON *ranks = cJSON_AddArrayToObject(o, "tokens_per_expert");
 	for (unsigned k = 0; k < res->world; k++) {

@@ -153,6 +153,10 @@ static const char *run_counts(const struct report_moe *t, const cJSON *rt, const
 {
 	const cJSON *rank, *step, *block, *v;
 	const cJSON *nb = cJSON_GetObjectItemCaseSensitive(rt, "blocks");
+	/* under the PyTorch step's --grad-accum K a step lists its K
+	 * micro-steps' blocks ("micro_steps", docs/formats.md) */
+	const cJSON *nm = cJSON_GetObjectItemCaseSensitive(rt, "micro_steps");
+	double micro = cJSON_IsNumber(nm) ? nm->valuedouble : 1;
 	double *step_top = NULL;
 	size_t nsteps = 0;
 	int k = 0;
@@ -205,7 +209,7 @@ static const char *run_counts(const struct report_moe *t, const cJSON *rt, const
 				}
 				l++;
 			}
-			if (l == 0 || (cJSON_IsNumber(nb) && l != nb->valuedouble)) {
+			if (l == 0 || (cJSON_IsNumber(nb) && l != nb->valuedouble * micro)) {
 				why = "a step of other than the run's blocks";
 				goto end;
 			}

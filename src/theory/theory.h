@@ -415,7 +415,10 @@ struct theory_routing_run {
 	enum zs_scheme scheme;
 	enum zs_unit unit;
 	unsigned world;
-	size_t steps, blocks, experts;
+	/* blocks: a step's lists of counts, the model's blocks times micro
+	 * (the run's "micro_steps": under the PyTorch step's --grad-accum K
+	 * each micro-step's blocks, micro-step major; 1 without) */
+	size_t steps, blocks, experts, micro;
 	uint64_t *counts;               /* [rank][step][block][expert] */
 	cJSON *json;                    /* the run's "routing" object, as read */
 };

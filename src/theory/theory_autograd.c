@@ -45,9 +45,10 @@ static int build_step(const struct zs_model *m, const struct zs_config *c, uint6
 {
 	struct ag_options o;
 	ag_options_from_config(&o, c, batch, seq);
+	/* (a step's lists: under --grad-accum K its K micro-steps' blocks) */
 	if (c->moe_run != NULL)
 		o.moe_counts = c->moe_run + ((size_t)(own_lists(c, world) ? rank : 0) * c->moe_run_steps + step) *
-		                                    m->layers * m->experts;
+		                                    (o.grad_accum > 1 ? o.grad_accum : 1) * m->layers * m->experts;
 	step_params_build(p, m);
 	/* under --wrapper ddp, DDP's pass (util/ag_ddp.h): under dp a rank's
 	 * bytes are the same at every N; under zero1 each rank's are its own;

@@ -97,7 +97,7 @@ static int load_run(struct theory_routing_run *run, const cJSON *mrun, const cha
 	char *where = zs_asprintf("%s: runs[%zu]", path, i), *rwhere = zs_asprintf("%s.routing", where);
 	const char *scheme, *unit;
 	double world;
-	unsigned long long blocks, experts;
+	unsigned long long blocks, experts, micro = 1;
 	const cJSON *rt, *tok;
 	int rc = -1;
 	if (zs_json_string(mrun, "scheme", where, &scheme, cause) < 0 || zs_json_string(mrun, "unit", where, &unit, cause) < 0 ||
@@ -118,7 +118,17 @@ static int load_run(struct theory_routing_run *run, const cJSON *mrun, const cha
 	    zs_json_uint(rt, "experts", rwhere, 1, ZS_MODEL_MAX_EXPERTS, &experts, cause) < 0 ||
 	    zs_json_array(rt, "tokens_per_expert", rwhere, &tok, cause) < 0)
 		goto end;
-	run->blocks = blocks;
+	/* "micro_steps" K (measure's under --grad-accum K > 1): each step
+	 * lists its K micro-steps' blocks, micro-step major */
+	if (cJSON_GetObjectItemCaseSensitive(rt, "micro_steps") != NULL &&
+	    zs_json_uint(rt, "micro_steps", rwhere, 1, 1e6, &micro, cause) < 0)
+		goto end;
+	if (blocks * micro > 1e6) {
+		zs_fail(cause, "%s: %llu blocks of %llu micro-steps: too many lists a step", rwhere, blocks, micro);
+		goto end;
+	}
+	run->blocks = blocks * micro;
+	run->micro = micro;
 	run->experts = experts;
 	if ((unsigned)cJSON_GetArraySize(tok) != run->world) {
 		zs_fail(cause, "%s.tokens_per_expert has %d ranks, the run %u", rwhere, cJSON_GetArraySize(tok), run->world);
@@ -284,9 +294,18 @@ int theory_routing_check(const struct theory_routing *r, const struct zs_model *
 				if (x == NULL)
 					return zs_fail(cause, "--routing %s: no run of N = %u (the file's routing is per rank)", r->file,
 					               c->world[w]);
-				if (x->experts != m->experts || x->blocks != m->layers)
+				/* under the PyTorch step's --grad-accum K each micro-step routes
+				 * its own micro-batch: the run's K micro-steps' counts a step */
+				size_t K = c->framework == ZS_FW_TORCH && c->grad_accum > 1 ? c->grad_accum : 1;
+				if (x->micro != K)
+					return zs_fail(cause, "--routing %s: %zu micro-step%s a step at N = %u, %s%zu here (each "
+					               "micro-step routes its own micro-batch: give a run of the same --grad-accum)",
+					               r->file, x->micro, x->micro == 1 ? "" : "s", x->world,
+					               c->framework == ZS_FW_TORCH ? "--grad-accum " : "1 outside --framework torch, ",
+					               K);
+				if (x->experts != m->experts || x->blocks != m->layers * x->micro)
 					return zs_fail(cause, "--routing %s: %zu blocks of %zu experts, %s has %llu of %llu", r->file,
-					               x->blocks, x->experts, m->name, (unsigned long long)m->layers,
+					               x->blocks / x->micro, x->experts, m->name, (unsigned long long)m->layers,
 					               (unsigned long long)m->experts);
 				if (x->steps != c->steps)
 					return zs_fail(cause, "--routing %s: %zu steps at N = %u, --steps %u", r->file, x->steps,
@@ -321,6 +340,7 @@ void theory_rank_counts(struct theory_rank_counts *out, const struct theory_rout
 	out->steps = 1;
 	if (x != NULL && k < x->world) {
 		out->steps = x->steps;
+		out->blocks = x->blocks; /* (the model's, or under --grad-accum K its K micro-steps') */
 		out->counts = x->counts + (size_t)k * x->steps * x->blocks * x->experts;
 		return;
 	}

@@ -4086,37 +4086,49 @@ static int moe_refuse(const struct zs_model *m, const struct ag_options *o, char
 	                 : o->attn == ZS_ATTN_SDPA            ? "--attn sdpa (2.6's default; give --attn eager)"
 	                 : o->amp != AG_F32 && o->version != ZS_TORCH_1_13 ? "autocast under 2.6 (not compared yet; give "
 	                                                                     "--torch-version 1.13 or --precision fp32)"
-	                 : o->amp != AG_F32 && strcmp(m->model_type, "mixtral") != 0 ? "autocast (compared for mixtral only yet; "
-	                                                                 "give --precision fp32)"
+	                 : o->amp != AG_F32 && m->shared_ffn > 0 ? "autocast with qwen2_moe's shared expert (its "
+	                                                             "gate's and sum's casts not described yet; give "
+	                                                             "--precision fp32)"
 	                 : o->amp != AG_F32 && m->router_logits ? "autocast and output_router_logits true (the aux "
 	                                                          "loss's casts not described yet; give "
 	                                                          "--precision fp32)"
 	                 : o->optim_impl == ZS_OPTIM_FUSED    ? "--optimizer-impl fused (give single or foreach)"
 	                 : (o->freeze && *o->freeze) || o->lora_r || o->quant_nf4 ? "--freeze, --lora-r or --quant-base"
 	                 : o->recompute                       ? "--recompute full (give none)"
-	                 : o->grad_accum > 1 ? "--grad-accum (each micro-step routes its own tokens, and a routing holds one "
-	                                       "list of counts a step: give 1)"
+	                 : o->grad_accum > 1 && m->router_logits ? "--grad-accum and output_router_logits true (the "
+	                                                           "aux loss's topk per micro-step not described yet; "
+	                                                           "give --grad-accum 1)"
 	                 : o->zero1_world ? "ZeroRedundancyOptimizer (give --schemes dp)"
 	                 : m->attn_pdrop > 0                  ? "attention_dropout (give a config with 0)"
 	                                                      : NULL;
 	if (no)
 		return refuse(cause, "--model %s: the PyTorch step of a mixture (%s) with %s is not described yet", m->name,
 		              m->model_type, no);
-	uint64_t want = o->batch * o->seq * m->experts_per_tok;
-	for (uint64_t l = 0; l < m->layers; l++) {
+	/* under --grad-accum K the routing is the K micro-steps' lists of
+	 * counts, micro-step major (moe_counts) */
+	uint64_t want = o->batch * o->seq * m->experts_per_tok, K = o->grad_accum > 1 ? o->grad_accum : 1;
+	for (uint64_t l = 0; l < K * m->layers; l++) {
 		uint64_t sum = 0;
 		for (uint64_t e = 0; e < m->experts; e++)
 			sum += o->moe_counts[l * m->experts + e];
 		if (sum != want)
-			return refuse(cause, "--model %s: the routing's block %llu routes %llu assignments, B·T·k is %llu",
-			              m->name, (unsigned long long)l, (unsigned long long)sum, (unsigned long long)want);
+			return refuse(cause, "--model %s: the routing's block %llu%s routes %llu assignments, B·T·k is %llu",
+			              m->name, (unsigned long long)(l % m->layers), K > 1 ? " of a micro-step" : "",
+			              (unsigned long long)sum, (unsigned long long)want);
 	}
 	return 0;
 }
 
+/* Block i's counts in the micro-step being written: under --grad-accum K
+ * each micro-step routes its own micro-batch, so ag_options.moe_counts
+ * holds K lists of L blocks, micro-step major ([k][block][expert]); an
+ * expert idle in one micro-step and used in another is sized by each
+ * micro-step's own count (its grad made or added to by AccumulateGrad,
+ * accumulate()). */
 static const uint64_t *moe_counts(struct bld *b, int i)
 {
-	return b->o->moe_counts + (size_t)i * b->m->experts;
+	size_t k = b->micro > 0 ? (size_t)b->micro : 0;
+	return b->o->moe_counts + (k * b->m->layers + (size_t)i) * b->m->experts;
 }
 
 /* torch.nn.functional.one_hot(ix, E) of the choices ix [rows, k]

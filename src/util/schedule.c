@@ -221,10 +221,9 @@ void zs_moe_scope(const struct zs_config *c, const char *model_type, unsigned fl
 		         c->precision == ZS_AMP_BF16 ? ", or --wrapper none" : " or amp-bf16");
 	else if (c->precision != ZS_FP32 && c->precision != ZS_MIXED && c->framework != ZS_FW_TORCH)
 		snprintf(what, n, "--precision %s (give fp32 or mixed)", zs_precision_name(c->precision));
-	else if (c->grad_accum > 1 && c->framework == ZS_FW_TORCH)
-		snprintf(what, n, "--grad-accum %u under --framework torch (routing per micro-step; give 1)",
-		         c->grad_accum);
-	else if (c->grad_accum > 1)
+	/* (under --framework torch, --wrapper none and ddp, the only wrappers
+	 * left here, take --grad-accum: each micro-step its own routing) */
+	else if (c->grad_accum > 1 && c->framework != ZS_FW_TORCH)
 		snprintf(what, n, "--grad-accum %u (give 1)", c->grad_accum);
 	else if (c->offload != ZS_OFFLOAD_NONE)
 		snprintf(what, n, "--offload (give none)");
