@@ -10,7 +10,9 @@
 #    v_proj) and all-linear, r 4 and 8, dp, zero1, zero2 at N = 1, 2, 3,
 #    zero3 at N = 1, K = 1, 2, recompute none, selective, full; fp32 and
 #    mixed (the paper's: fp16 params and grads, the fp32 master and Adam's
-#    state of the adapters alone; the base fp16 params only).
+#    state of the adapters alone; the base fp16 params only); with
+#    --lora-dropout (each adapter's dropped input and noise kept) and with
+#    --freeze over the adapters (s47: both refused on 1659c3a).
 # 2. Training: the losses of 3 steps equal the PyTorch step's with the
 #    same --lora-r (the plain loop at N = 1, DDP at N = 2, K = 1 and 2:
 #    each held to real PyTorch by tests/ft_lora.sh), within 1e-5
@@ -20,16 +22,21 @@
 #    Mixed: the losses equal the paper's fp32 ones with the same adapters
 #    (held to PyTorch above) within 2e-4 relative, at lr 1e-2; the
 #    control: the mixed step whose adapters barely move (lr 1e-9) differs.
+#    With --lora-dropout the paper's step draws the PyTorch step's masks,
+#    and with --freeze it freezes the adapters the PyTorch step does: the
+#    losses equal its (controls: the paper's step without the option).
 # 3. The base's bytes never change: llama-tiny's embedding and block 0's
 #    base (--dump-weights) bitwise the same after one step and three, and
-#    the seed's initial weights, while block 0's adapters moved.
+#    the seed's initial weights, while block 0's adapters moved; with
+#    --freeze blocks:0-0 block 0's adapters do not (lora_B PEFT's zeros).
 # 4. By hand: what the adapters add to the resident bytes, 16 bytes a
 #    trained element under fp32 Adam (param, grad, m, v; mixed: fp16
 #    param and grad, fp32 master, m, v) over PEFT's count (tests/test_lora:
 #    llama-tiny q, v r 4 1,792; all-linear r 8 18,688), beside the base's
 #    params alone (4 bytes an element; mixed 2).
 # 5. What is not built is refused with one line, exit 2.
-# About 80 s on a loaded shared core (20 s of CPU).
+# About 80 s on a loaded shared core (20 s of CPU); s47's rows add about
+# 7 s of CPU (19 s wall before them, 49 s after on a loaded machine).
 #
 # Exit 0 pass, 1 mismatch, 99 hard error.
 set -u
