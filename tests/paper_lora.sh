@@ -10,7 +10,9 @@
 #    v_proj) and all-linear, r 4 and 8, dp, zero1, zero2 at N = 1, 2, 3,
 #    zero3 at N = 1, K = 1, 2, recompute none, selective, full; fp32 and
 #    mixed (the paper's: fp16 params and grads, the fp32 master and Adam's
-#    state of the adapters alone; the base fp16 params only).
+#    state of the adapters alone; the base fp16 params only); with
+#    --lora-dropout (each adapter's dropped input and noise kept) and with
+#    --freeze over the adapters (s47: both refused on 1659c3a).
 # 2. Training: the losses of 3 steps equal the PyTorch step's with the
 #    same --lora-r (the plain loop at N = 1, DDP at N = 2, K = 1 and 2:
 #    each held to real PyTorch by tests/ft_lora.sh), within 1e-5
@@ -20,16 +22,21 @@
 #    Mixed: the losses equal the paper's fp32 ones with the same adapters
 #    (held to PyTorch above) within 2e-4 relative, at lr 1e-2; the
 #    control: the mixed step whose adapters barely move (lr 1e-9) differs.
+#    With --lora-dropout the paper's step draws the PyTorch step's masks,
+#    and with --freeze it freezes the adapters the PyTorch step does: the
+#    losses equal its (controls: the paper's step without the option).
 # 3. The base's bytes never change: llama-tiny's embedding and block 0's
 #    base (--dump-weights) bitwise the same after one step and three, and
-#    the seed's initial weights, while block 0's adapters moved.
+#    the seed's initial weights, while block 0's adapters moved; with
+#    --freeze blocks:0-0 block 0's adapters do not (lora_B PEFT's zeros).
 # 4. By hand: what the adapters add to the resident bytes, 16 bytes a
 #    trained element under fp32 Adam (param, grad, m, v; mixed: fp16
 #    param and grad, fp32 master, m, v) over PEFT's count (tests/test_lora:
 #    llama-tiny q, v r 4 1,792; all-linear r 8 18,688), beside the base's
 #    params alone (4 bytes an element; mixed 2).
 # 5. What is not built is refused with one line, exit 2.
-# About 80 s on a loaded shared core (20 s of CPU).
+# About 80 s on a loaded shared core (20 s of CPU); s47's rows add about
+# 7 s of CPU (19 s wall before them, 49 s after on a loaded machine).
 #
 # Exit 0 pass, 1 mismatch, 99 hard error.
 set -u
@@ -56,6 +63,24 @@ fz_agree --model "$gpt2" --lora-r 4 --lora-targets all-linear --precision mixed 
 	--unit layer --recompute full
 fz_agree --model "$llama" --lora-r 8 --lora-targets all-linear --precision mixed --world 1 --schemes zero3 --unit layer \
 	--recompute selective
+# --lora-dropout (refused on 1659c3a): each adapter's dropout output and
+# noise kept (util/step.c step_buffers_lora), in mixed 16-bit, act32 longer
+fz_agree --model "$llama" --lora-r 4 --lora-dropout 0.1 --precision fp32 --world 1,2,3 --schemes dp,zero1,zero2 --unit layer
+fz_agree --model "$gpt2" --lora-r 4 --lora-targets all-linear --lora-dropout 0.1 --precision fp32 --grad-accum 2 \
+	--world 1,2 --schemes dp,zero2 --unit layer --recompute full
+fz_agree --model "$llama" --lora-r 4 --lora-dropout 0.1 --precision mixed --grad-accum 2 --world 1,2 --schemes dp,zero2 \
+	--unit layer --recompute full
+fz_agree --model "$llama" --lora-r 8 --lora-targets all-linear --lora-dropout 0.05 --precision mixed --world 1 \
+	--schemes zero3 --unit layer --recompute selective
+# --freeze over the adapters (refused on 1659c3a): no grad, master or state
+# for them; outside the graph (block 0's) nothing kept
+fz_agree --model "$llama" --lora-r 4 --freeze blocks:0-0 --precision fp32 --world 1,2,3 --schemes dp,zero1,zero2 --unit layer
+fz_agree --model "$llama" --lora-r 4 --freeze blocks:1-1 --lora-dropout 0.1 --precision mixed --grad-accum 2 --world 1,2 \
+	--schemes dp,zero1,zero2 --unit layer
+fz_agree --model "$llama" --lora-r 4 --lora-targets all-linear --freeze '*.q_proj.lora_A*' --lora-dropout 0.1 \
+	--precision fp32 --world 1,2 --schemes dp,zero2 --unit layer --recompute full
+fz_agree --model "$gpt2" --lora-r 4 --lora-targets all-linear --freeze blocks:0-0 --precision fp32 --world 1 --schemes zero3 \
+	--unit layer
 
 # 2. The losses against the PyTorch step's (tests/freeze_lib.sh's fz_train).
 for model in gpt2 llama; do
@@ -74,8 +99,44 @@ done
 # gradient accumulation: the adapters' grads summed over the micro-steps
 fz_train "llama default N=2 K=2" ddp dp,zero2 --model "$tmp/llama.json" --world 2 --precision fp32 --batch 2 \
 	--steps 3 --grad-accum 2 --lora-r 4
-[ "$checked" -eq 30 ] || { echo "$name: $checked comparisons, 30 expected" >&2; exit 1; }
+# --lora-dropout (refused on 1659c3a): the paper's step draws the PyTorch
+# step's masks (engine/rng.h), so the losses are its
+fz_train "llama default N=1 dropout 0.1" none dp,zero3 --model "$tmp/llama.json" --world 1 --precision fp32 --batch 2 \
+	--steps 3 --lora-r 4 --lora-dropout 0.1
+fz_train "gpt2 all-linear N=2 dropout 0.1" ddp dp,zero2 --model "$tmp/gpt2.json" --world 2 --precision fp32 --batch 2 \
+	--steps 3 --lora-r 4 --lora-targets all-linear --lora-dropout 0.1
+fz_train "llama all-linear N=2 K=2 full recompute dropout 0.5" ddp zero2 --model "$tmp/llama.json" --world 2 \
+	--precision fp32 --batch 2 --steps 3 --lora-r 4 --lora-targets all-linear --grad-accum 2 --recompute full \
+	--lora-dropout 0.5 --lr 1e-2
+# --freeze over the adapters (refused on 1659c3a), as the PyTorch step
+# freezes them by PEFT's names
+fz_train "llama blocks:0-0 frozen N=1" none dp,zero3 --model "$tmp/llama.json" --world 1 --precision fp32 --batch 2 \
+	--steps 3 --lora-r 4 --lr 1e-2 --freeze blocks:0-0
+fz_train "llama blocks:1-1 frozen N=2 dropout 0.1" ddp dp,zero2 --model "$tmp/llama.json" --world 2 --precision fp32 \
+	--batch 2 --steps 3 --lora-r 4 --lr 1e-2 --freeze blocks:1-1 --lora-dropout 0.1
+fz_train "llama all-linear down_proj.lora_B frozen N=2 K=2" ddp zero2 --model "$tmp/llama.json" --world 2 \
+	--precision fp32 --batch 2 --steps 3 --lora-r 4 --lr 1e-2 --lora-targets all-linear --grad-accum 2 \
+	--freeze '*.down_proj.lora_B*'
+[ "$checked" -eq 40 ] || { echo "$name: $checked comparisons, 40 expected" >&2; exit 1; }
 fz_control --lora-r 4
+# The controls of the rows above: the paper's step without the option
+# against the PyTorch step with it (lr 1e-2, where an adapter's dropout or
+# freeze moves the losses past 1e-5; seen: 3.2e-4 and 8.1e-4)
+lora_control() { # OPTION...: the PyTorch step's alone
+	common="--model $tmp/llama.json --world 1 --precision fp32 --batch 2 --steps 3 --schemes dp --lora-r 4 --lr 1e-2"
+	# shellcheck disable=SC2086
+	"$zerosim" measure $common $fz_torch --wrapper none --seq 32 "$@" --out "$tmp/a.json" || exit 99
+	# shellcheck disable=SC2086
+	"$zerosim" measure $common --unit layer --seq 31 --out "$tmp/b.json" || exit 99
+	if fz_close "$tmp/a.json" "$tmp/b.json"; then
+		echo "$name: FAIL: the control (the paper's step without $*) agrees with the PyTorch step with it" >&2
+		status=1
+	else
+		echo "ok: the control (the paper's step without $*) differs:$(cat "$tmp/cmp")"
+	fi
+}
+lora_control --lora-dropout 0.5
+lora_control --freeze blocks:0-0
 # Mixed precision: its losses against the paper's fp32 ones, within TOL
 # relative (seen: 1.0e-6 on q,v; 3.8e-5 all-linear at N = 2, K = 2 under
 # full recompute); the control, lr 1e-9 (an adapter that barely trains),
@@ -106,6 +167,8 @@ mixed_losses() { # TOL LABEL OPTIONS...
 mixed_losses 1e-5 "q,v N=1" --lora-r 4 --world 1 --schemes dp,zero3 --unit layer
 mixed_losses 1e-4 "all-linear N=2 K=2" --lora-r 4 --lora-targets all-linear --world 2 --schemes zero2 --unit layer \
 	--grad-accum 2 --recompute full
+# with dropout (refused on 1659c3a; seen: 3.8e-6, the control 9.7e-4)
+mixed_losses 1e-5 "q,v N=1 dropout 0.1" --lora-r 4 --lora-dropout 0.1 --world 1 --schemes dp,zero3 --unit layer
 
 # 3. The base's bytes (tests/freeze_lib.sh): llama-tiny's embedding and
 # block 0's base are elements 1..n of both vectors (no adapter before
@@ -118,6 +181,21 @@ frozen_check "q,v r 4, mixed zero2 N=2" 1 "$n" $((n + 1)) $((n + 896)) --lora-r 
 	--schemes zero2 --world 2 --unit layer
 frozen_check "all-linear r 4, fp32 zero3 N=1 K=2" 1 "$n" $((n + 1)) $((n + 896)) --lora-r 4 \
 	--lora-targets all-linear --precision fp32 --schemes zero3 --world 1 --unit layer --grad-accum 2
+# --freeze blocks:0-0 (refused on 1659c3a): block 0's adapters (elements
+# n + 1 .. n + 896: q's lora_A, lora_B, v's) frozen too, the same after 1
+# and 3 steps, their lora_B (n + 257 .. n + 512, n + 769 .. n + 896) still
+# PEFT's zeros; block 1's (after its base, b0 more) moved
+frozen_check "q,v r 4, blocks:0-0 frozen, fp32 zero2 N=2" 1 "$n" $((n + 896 + b0 + 1)) $((n + 896 + b0 + 896)) \
+	--lora-r 4 --freeze blocks:0-0 --precision fp32 --schemes zero2 --world 2 --unit layer
+a=$(cmp_range "$tmp/w1" "$tmp/w3" $((n + 1)) $((n + 896)))
+zeros=$(awk -v n="$n" '(NR > n + 256 && NR <= n + 512) || (NR > n + 768 && NR <= n + 896) { k++; z += $1 == 0 }
+	END { print k == z && k == 384 ? "zeros" : "not zeros" }' "$tmp/w3")
+if [ "$a" = same ] && [ "$zeros" = zeros ]; then
+	echo "ok: blocks:0-0 frozen: block 0's adapters the same after 1 and 3 steps, their lora_B zeros"
+else
+	echo "$name: FAIL: blocks:0-0 frozen: block 0's adapters after 1 and 3 steps: $a; lora_B: $zeros" >&2
+	status=1
+fi
 
 # 4. The resident bytes by hand: dp N = 1, fp32 Adam: the base's params
 # (4 bytes an element, the run without --lora-r's param32) and 16 bytes a
@@ -141,6 +219,16 @@ for row in "1792 --lora-r 4" "18688 --lora-r 8 --lora-targets all-linear"; do
 		status=1
 	fi
 done
+# --freeze blocks:0-0 (refused on 1659c3a): block 0's 896 adapter
+# elements frozen, their params alone (4 bytes each), no grad or state
+got=$(resident --lora-r 4 --freeze blocks:0-0) want=$((base + 4 * 896 + 16 * 896))
+if [ "$got" = "$want" ]; then
+	echo "ok: resident with --lora-r 4 --freeze blocks:0-0: $got = 4 · 223,552 + 4 · 896 + 16 · 896"
+else
+	echo "$name: FAIL: resident with --lora-r 4 --freeze blocks:0-0: $got, by hand $want" \
+		"(4 · 223,552 + 4 · 896 + 16 · 896)" >&2
+	status=1
+fi
 # mixed (refused on 4ac954d): the base's fp16 params, 2 bytes each
 got=$(resident --lora-r 4 --precision mixed) want=$((base / 2 + 16 * 1792))
 if [ "$got" = "$want" ]; then
@@ -170,7 +258,10 @@ refuse() {
 refuse "give --unit layer" --precision fp32 --unit model
 refuse "zero3 at N = 2" --precision fp32 --schemes zero3 --world 2 --unit layer
 refuse "precision amp-bf16 is not run with adapters" --precision amp-bf16 --unit layer
-refuse "draws no dropout masks" --precision fp32 --lora-dropout 0.1 --unit layer
+refuse "names no adapter" --precision fp32 --freeze embeddings --unit layer
+refuse "freezes every one of llama-tiny's 8 adapter tensors" --precision fp32 --freeze blocks:0-1 --unit layer
+refuse "trainable adapters are not one run" --precision fp32 --lora-targets all-linear --freeze '*.v_proj.lora_*' \
+	--unit layer
 refuse "deepspeed --wrapper auto is not described with LoRA" --precision fp32 --framework deepspeed
 refuse "no linear layer of llama-tiny matches" --precision fp32 --lora-targets lm_head --unit layer
 # 6. The report of a paper LoRA run (its transformer section's LoRA

@@ -140,6 +140,23 @@ assert seen == set(want), seen
 print("ok: Ψ_t and the floors of two LoRA runs by hand, the section's terms, beside the model trained whole")
 PY
 
+# 1b. The paper's step with LoRA's dropout and frozen adapters (refused
+# there on 1659c3a): the "A LoRA run" paragraph names the dropout's kept
+# output and noise, 2·B·T·Σin·4 = 2·32·(4·64)·4 = 65,536 B in fp32 (four
+# adapters of llama-tiny's q, v, in 64 each), and the adapters' frozen
+# elements beside the base's (block 0's: F = 4·(64 + 64) + 4·(64 + 32) =
+# 896; the base 223,552, 894,208 B in fp32; F's 3,584 B)
+"$zerosim" theory --model "$llama" $common --lora-r 4 --lora-dropout 0.1 --freeze blocks:0-0 --world 1,2 \
+	--schemes dp,zero2 --out "$tmp/fd-t.json" || exit 99
+report --transformer "$tmp/full-t.json" --transformer "$tmp/fd-t.json" --out "$tmp/rfd" ||
+	fail "report of a paper LoRA run with dropout and frozen adapters (exit $?): $(cat "$tmp/err")"
+for want in '$2 B T \sum \mathit{in} \cdot p = 65\,536$ B' \
+	"the base's 223\\,552 and \$F = 896\$ of the adapters', those \\texttt{-{}-freeze blocks:0-0} names, frozen" \
+	"the frozen base is \$p(\\Psi - \\Psi_t - F) = 894\\,208\$ B, the frozen adapters' \$pF = 3\\,584\$ B"; do
+	grep -qF "$want" "$tmp/rfd/transformer.tex" || fail "the paper's LoRA run: the section lacks '$want'"
+done
+echo "ok: a paper LoRA run with dropout and frozen adapters: 65,536 B of the dropout's, 896 adapters' elements frozen"
+
 # 2. The PyTorch step: LoRA and QLoRA plain loops beside the paper's.
 plain="--framework torch --wrapper none --world 1 --schemes dp --precision fp32 --torch-device cpu --attn eager --seq 16 --batch 2 --lora-r 4 --lora-dropout 0.05"
 # shellcheck disable=SC2086
@@ -147,7 +164,7 @@ plain="--framework torch --wrapper none --world 1 --schemes dp --precision fp32 
 	"$zerosim" theory --model "$llama" $plain --quant-base nf4 --double-quant on --out "$tmp/pl-qlora.json" || exit 99
 report --transformer "$tmp/full-t.json" --transformer "$tmp/pl-lora.json" --transformer "$tmp/pl-qlora.json" \
 	--transformer "$tmp/llama-t.json" --out "$tmp/rt" || fail "report of LoRA and QLoRA plain loops (exit $?): $(cat "$tmp/err")"
-python3 - "$tmp/rt/torch.tex" "$llama" <<'PY' || fail "the section zerosim against PyTorch"
+python3 - "$tmp/rt/torch.tex" "$llama" "$tmp/pl-lora.json" "$tmp/pl-qlora.json" "$tmp/full-t.json" <<'PY' ||
 import json, sys
 tex, cfg = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
 h, I, L = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
@@ -175,7 +192,27 @@ for lab in ("2.6, fp32 base", "2.6, nf4 dq"):
     at = tex.index(want)
     assert "against %s~B, Adam's" % g(4 * psi_t) in tex[at:at + 200], tex[at:at + 200]
 print("ok: the LoRA and QLoRA plain loops, the 4-bit base's %d B of buffers by hand" % q4)
+# each plain loop's peak as a multiple of its own paper level (theory.json's
+# rows[0].peak: g and k over Ψ_t, the adapters trained), the ratio and the
+# table's row, not of the whole model's paper schedule, which that ratio
+# stays beside (against 1659c3a: "0.420 times the paper's", no such row)
+g = lambda v: "{:,}".format(int(v)).replace(",", "\\,")
+whole = [r for r in json.load(open(sys.argv[5]))["rows"] if r["scheme"] == "dp" and r["world"] == 1][0]
+whole = whole["schedule"]["peak_bytes"]
+levels = []
+for path in sys.argv[3:5]:
+    row = json.load(open(path))["rows"][0]
+    peak, level = row["schedule"]["peak_bytes"], row["peak"]["peak_bytes"]
+    want = "is %s~B, %.3f times its own paper level's %s~B (LoRA's: the adapters trained, $\\Psi_t = 1\\,792$; " \
+        "%.3f times the whole model's)" % (g(peak), peak / level, g(level), peak / whole)
+    assert want in tex, want
+    levels.append(level)
+row = "its paper level (LoRA: $\\Psi_t$ trained) & -- & %s \\\\" % " & ".join(g(v) for v in levels)
+assert row in tex, row
+print("ok: each loop's peak against its own paper level (%s B), beside the whole model's (%d B)" %
+      (", ".join("%d" % v for v in levels), whole))
 PY
+	fail "the section zerosim against PyTorch"
 
 # 3. The PyTorch step's LoRA in the transformer section, judged by the
 # adapters (Ψ_t) as zerosim's own step is: DDP N = 2 over LoRA and over the

@@ -141,7 +141,7 @@ struct zs_opt {
 	"                         ddp) the adapters it names (blocks:0-0: block 0's)\n" \
 	"      --lora-r R         --wrapper none, ddp (dp, zero1), fsdp (1.13) or\n" \
 	"                         deepspeed, or --framework paper (fp32 or mixed,\n" \
-	"                         no dropout, --unit layer; zero3 at N = 1): LoRA\n" \
+	"                         --unit layer; zero3 at N = 1): LoRA\n" \
 	"                         of rank R over --lora-targets T (all-linear or\n" \
 	"                         module names; default PEFT's by model_type: gpt2's\n" \
 	"                         c_attn, llama's, mistral's, mixtral's, the gemmas'\n" \

@@ -25,6 +25,7 @@
 #include "engine/ag_exec.h"
 #include "engine/fp16.h"
 #include "engine/moe_kernels.h"
+#include "engine/rng.h"
 #include "engine/tfm.h"
 #include "engine/tfm_kernels.h"
 #include "util/ag_ddp.h"
@@ -1299,30 +1300,22 @@ static int op_adam_fused(struct opctx *oc, const struct agv *in)
 }
 
 /* noise.bernoulli_(keep): each element 1 with probability `keep`, else 0,
- * from a counter-based generator (splitmix64) over the run's seed, the
- * step, the draw (`draw`: the step's dropout draw, 1-based, which a
- * checkpointed layer's rerun gives again; 0: the event's index) and the
- * element: the same mask for the same run and draw, a new one each step
- * and each dropout. Not PyTorch's generator (its masks cannot be shared):
- * the engine's numbers are its own, its bytes the step's. */
-static uint64_t splitmix64(uint64_t z)
-{
-	z += 0x9e3779b97f4a7c15ULL;
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
+ * from a counter-based generator (splitmix64, engine/rng.h's
+ * rng_bernoulli_key) over the run's seed, the step, the draw (`draw`: the
+ * step's dropout draw, 1-based, which a checkpointed layer's rerun gives
+ * again; 0: the event's index) and the element: the same mask for the
+ * same run and draw, a new one each step and each dropout (the paper
+ * step's LoRA dropout draws the same, engine/tfm_net.c). Not PyTorch's
+ * generator (its masks cannot be shared): the engine's numbers are its
+ * own, its bytes the step's. */
 static int op_bernoulli(struct opctx *oc, const struct agv *out, double keep, double draw)
 {
 	if (!(keep >= 0 && keep <= 1))
 		return FAIL("bernoulli_: the probability %g is not in 0..1", keep);
 	uint64_t at = draw > 0 ? (uint64_t)draw | 1ULL << 31 : (uint64_t)oc->ei;
-	uint64_t key = splitmix64(splitmix64(oc->x->o.seed) ^ ((uint64_t)oc->x->steps << 32) ^ at);
-	for (uint64_t e = 0; e < out->numel; e++) {
-		double u = (double)(splitmix64(key + e) >> 11) * 0x1.0p-53;
-		st(out, at_lin(out, e), u < keep ? 1.0f : 0.0f);
-	}
+	uint64_t key = rng_bernoulli_key(oc->x->o.seed, oc->x->steps, at);
+	for (uint64_t e = 0; e < out->numel; e++)
+		st(out, at_lin(out, e), rng_bernoulli_at(key, e, keep) ? 1.0f : 0.0f);
 	return 0;
 }
 

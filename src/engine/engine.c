@@ -547,7 +547,7 @@ static struct zs_layer_io layer_io(const struct zs_run *r, unsigned k, size_t l,
 {
 	struct zs_rank *rk = run_rank(r, k);
 	struct zs_layer_io io = {.w = rk->w, .g = rk->g, .t = rk->t, .dt = r->dt, .batch = r->model.batch,
-	                         .net = &r->model};
+	                         .net = &r->model, .seed = r->seed, .step = r->step, .micro = r->micro};
 	if (r->ops->place != NULL && r->ops->place(r, r->ctx, k, l, pass, &io))
 		return io;
 	run_layer_params(r, k, l, &io);
@@ -873,6 +873,7 @@ static int step(struct zs_run *r, unsigned t, char **cause)
 {
 	/* K micro-steps, each reduced as its framework reduces it; one
 	 * optimizer step after the last */
+	r->step = t;
 	for (r->micro = 0; r->micro < r->nmicro; r->micro++) {
 		forward(r, t);
 		if (backward(r, cause) != 0)

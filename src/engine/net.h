@@ -78,6 +78,10 @@ struct zs_layer_io {
 	enum zs_dtype dt;
 	size_t batch;
 	const struct zs_net *net;
+	/* the run's seed, the step (0-based) and its micro-step: what LoRA's
+	 * dropout under the paper's step keys its masks on (tfm_net.c) */
+	uint64_t seed;
+	unsigned step, micro;
 };
 
 struct zs_layer;
@@ -122,12 +126,15 @@ struct zs_module {
 	 * tensor `first`; lora_B [out, r] the next), which runs the pair, 2
 	 * for lora_B, which runs nothing, over the rows [row0, row0 + out) of
 	 * its base module's (`base`) product, keeping xa, x·Aᵀ (a tensor of
-	 * the list; util/step.h's step_buffers_lora). */
+	 * the list; util/step.h's step_buffers_lora), and with LoRA's dropout
+	 * its output `drop` and noise `noise` (ZS_NO_TENSOR without), drawn
+	 * as the step's `draw`-th dropout (0-based: the adapters' forward
+	 * order, the micro-step's first). */
 	size_t role;
 	int adapter;
 	size_t base;
 	uint64_t row0, in, out, r;
-	unsigned xa;
+	unsigned xa, drop, noise, draw;
 };
 
 struct zs_layer {
@@ -196,6 +203,10 @@ struct zs_net_tfm {
 	 * scratch by enum step_lora_scratch (ZS_NO_TENSOR without adapters) */
 	float lora_scaling;
 	unsigned lora_scratch[2];
+	/* LoRA's dropout (--lora-dropout p; 0: none) and the adapters in the
+	 * model (a micro-step's draws) */
+	double lora_dropout;
+	unsigned lora_n;
 };
 
 struct zs_net {

@@ -38,4 +38,20 @@ static inline float engine_uniform(uint64_t seed, uint64_t stream, uint64_t inde
 	return rng_uniform_at(rng_stream_base(seed, stream), index);
 }
 
+/* Dropout's masks (a noise tensor's bernoulli_(keep)): the key of a draw
+ * at `at` (the step's dropout draw, 1-based, | 1 << 31; or an event's
+ * index) of step `step` (0-based) of the run's seed, and whether element
+ * e of that draw is kept, u < keep for u uniform in [0, 1) of 53 bits.
+ * The PyTorch step's (engine/ag_exec.c op_bernoulli) and the paper step's
+ * LoRA dropout (engine/tfm_net.c) draw the same masks from them. */
+static inline uint64_t rng_bernoulli_key(uint64_t seed, uint64_t step, uint64_t at)
+{
+	return rng_splitmix64(rng_splitmix64(seed) ^ (step << 32) ^ at);
+}
+
+static inline int rng_bernoulli_at(uint64_t key, uint64_t e, double keep)
+{
+	return (double)(rng_splitmix64(key + e) >> 11) * 0x1.0p-53 < keep;
+}
+
 #endif

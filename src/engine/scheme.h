@@ -102,6 +102,7 @@ struct zs_run {
 	 * and reduce on its slice of the K-fold batch; micro is the one
 	 * running (0..K-1), the optimizer runs after the last. */
 	unsigned micro, nmicro;
+	unsigned step; /* the step running (0-based; what layer_io hands the layers) */
 };
 
 enum zs_pass { ZS_PASS_FORWARD, ZS_PASS_BACKWARD };

@@ -266,12 +266,14 @@ void lora_backward(float *dx, float *dA, float *dB, float *dt, const float *dy, 
                    const float *A, const float *B, float scaling, size_t BT, size_t in, size_t r, size_t out,
                    size_t OC, size_t row0)
 {
-	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)out, (blasint)r, (blasint)BT, scaling, dy + row0,
-	            (blasint)OC, xa, (blasint)r, 1.0f, dB, (blasint)r);
+	if (dB != NULL)
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)out, (blasint)r, (blasint)BT, scaling,
+		            dy + row0, (blasint)OC, xa, (blasint)r, 1.0f, dB, (blasint)r);
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)BT, (blasint)r, (blasint)out, scaling, dy + row0,
 	            (blasint)OC, B, (blasint)r, 0.0f, dt, (blasint)r);
-	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)r, (blasint)in, (blasint)BT, 1.0f, dt, (blasint)r,
-	            x, (blasint)in, 1.0f, dA, (blasint)in);
+	if (dA != NULL)
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)r, (blasint)in, (blasint)BT, 1.0f, dt,
+		            (blasint)r, x, (blasint)in, 1.0f, dA, (blasint)in);
 	if (dx != NULL)
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)BT, (blasint)in, (blasint)r, 1.0f, dt,
 		            (blasint)r, A, (blasint)in, 1.0f, dx, (blasint)in);

@@ -97,7 +97,9 @@ void lora_forward(float *y, float *xa, const float *x, const float *A, const flo
  * (skipped if NULL): without dropout x is the base layer's input and dx
  * may be what the base layer's backward wrote; with it the caller takes
  * dx through the dropout's backward before it joins the base's. dA and
- * dB accumulate as matmul_backward's dw. */
+ * dB accumulate as matmul_backward's dw; a frozen one (--freeze over the
+ * adapters) is NULL and skipped, and so is what only it reads (x for dA,
+ * xa for dB: may be NULL then). */
 void lora_backward(float *dx, float *dA, float *dB, float *dt, const float *dy, const float *x, const float *xa,
                    const float *A, const float *B, float scaling, size_t BT, size_t in, size_t r, size_t out,
                    size_t OC, size_t row0);

@@ -58,6 +58,7 @@
 #include "engine/moe_kernels.h"
 #include "engine/tfm_moe.h"
 #include "engine/net.h"
+#include "engine/rng.h"
 #include "engine/tfm.h"
 #include "engine/tfm_kernels.h"
 #include "util/ds_coord.h"
@@ -309,16 +310,91 @@ static float *xa32(const struct zs_module *md, const struct zs_layer_io *io, flo
 	return end;
 }
 
+/* Adapter md's dropout (--lora-dropout p > 0; PEFT v0.20.0's
+ * lora.Linear.forward, layer.py lines 1030-1069: lora_A(dropout(x)),
+ * dropout nn.Dropout(p) from update_layer, 252-254) over its input x (BT,
+ * in), as the PyTorch step runs it on the CPU (util/autograd.c dropout():
+ * noise = empty_like(x), bernoulli_(1 − p), div_(1 − p); x.mul(noise)):
+ * the noise drawn as that step's draw of the same number (engine/rng.h;
+ * the adapters' dropouts are a step's only ones where the model's are 0,
+ * numbered in forward order, a micro-step's after the previous one's),
+ * element for element as the PyTorch step at --seq T + 1 draws its [B,
+ * T + 1, in] noise (the step the paper's at T is held to: it scores T
+ * tokens of a row, tests/freeze_lib.sh), its positions 0..T-1, so that
+ * both steps drop the same elements; the noise and the output kept
+ * (step_buffers_lora's lora_noise and lora_drop; mixed: 16-bit, rounded
+ * as written). Returns the output as the kernels read it, fp32: its
+ * tensor, or (mixed) its copy in act32 at `at`. */
+static const float *dropout_fwd(const struct zs_module *md, const struct zs_layer_io *io, const float *x, float *at)
+{
+	const struct zs_net_tfm *n = &io->net->tfm;
+	const size_t rows = n->B * n->T, in = md->in;
+	const double keep = 1 - n->lora_dropout;
+	const uint64_t draw = (uint64_t)io->micro * n->lora_n + md->draw + 1;
+	const uint64_t key = rng_bernoulli_key(io->seed, io->step, draw | 1ULL << 31);
+	const float scale = 1.0f / (float)keep; /* div_(1 − p): a float divided by the number as a float */
+	const zs_half s16 = zs_float_to_half(scale), z16 = zs_float_to_half(0.0f);
+	const float s32 = zs_half_to_float(s16);
+	for (size_t i = 0; i < rows; i++) {
+		const uint64_t e0 = (uint64_t)(i / n->T * (n->T + 1) + i % n->T) * in; /* [b, t] of [B, T + 1] */
+		for (size_t c = 0, e = i * in; c < in; c++, e++) {
+			const int kept = rng_bernoulli_at(key, e0 + c, keep);
+			if (!n->mixed) {
+				io->t[md->noise][e] = kept ? scale : 0.0f;
+				io->t[md->drop][e] = x[e] * io->t[md->noise][e];
+				continue;
+			}
+			zs_half *noise = (zs_half *)(void *)io->t[md->noise], *y16 = (zs_half *)(void *)io->t[md->drop];
+			noise[e] = kept ? s16 : z16;
+			y16[e] = zs_float_to_half(x[e] * (kept ? s32 : 0.0f));
+			at[e] = zs_half_to_float(y16[e]);
+		}
+	}
+	return n->mixed ? at : io->t[md->drop];
+}
+
+/* The dropout output's copy the kernels read in backward: its tensor, or
+ * (mixed) widened into act32 at `at`. */
+static const float *dropout_out32(const struct zs_module *md, const struct zs_layer_io *io, float *at)
+{
+	const struct zs_net_tfm *n = &io->net->tfm;
+	if (!n->mixed)
+		return io->t[md->drop];
+	zs_half_to_float_n(at, (const zs_half *)(const void *)io->t[md->drop], n->B * n->T * md->in);
+	return at;
+}
+
+/* The dropout's backward (its MulBackward0, g · noise) of g, the
+ * gradient at its output, added to dx, the base layer's input's. */
+static void dropout_bwd(const struct zs_module *md, const struct zs_layer_io *io, float *dx, const float *g)
+{
+	const struct zs_net_tfm *n = &io->net->tfm;
+	const size_t N = n->B * n->T * md->in;
+	if (!n->mixed) {
+		const float *noise = io->t[md->noise];
+		for (size_t e = 0; e < N; e++) {
+			float d = g[e] * noise[e];
+			dx[e] += d;
+		}
+		return;
+	}
+	const zs_half *noise = (const zs_half *)(const void *)io->t[md->noise];
+	for (size_t e = 0; e < N; e++) {
+		float d = g[e] * zs_half_to_float(noise[e]);
+		dx[e] += d;
+	}
+}
+
 /* Module s's adapters, after its product: each pair adds
  * scaling·(x·Aᵀ)·Bᵀ into its rows of the product's output, keeping xa =
- * x·Aᵀ (PEFT's result + lora_B(lora_A(x))·scaling, the dropout
- * nn.Identity: config.c refuses p > 0 here). keep_only: full
- * recompute's rebuild of the block's last module, whose output is kept,
- * not rebuilt: xa alone, the sum going to the backward's scratch dx, free
- * until the block's backward. Mixed: xa and the sum rounded to fp16 as
- * written (lora_forward), xa kept in its 16-bit tensor; `end` is act32
- * past the view's copies. */
-
+ * x·Aᵀ (PEFT's result + lora_B(lora_A(dropout(x)))·scaling; with
+ * --lora-dropout its input is dropout_fwd's, else x itself). keep_only:
+ * full recompute's rebuild of the block's last module, whose output is
+ * kept, not rebuilt: xa alone (and the dropout's, drawn again: the same
+ * key), the sum going to the backward's scratch dx, free until the
+ * block's backward. Mixed: xa and the sum rounded to fp16 as written
+ * (lora_forward), xa kept in its 16-bit tensor; `end` is act32 past the
+ * view's copies (xa's copy there, then the dropout output's). */
 static void lora_fwd(const struct zs_layer *l, const struct zs_layer_io *io, size_t s, const struct tfm_block_acts *a,
                      int keep_only, float *end)
 {
@@ -332,7 +408,8 @@ static void lora_fwd(const struct zs_layer *l, const struct zs_layer_io *io, siz
 		if (md->adapter != 1)
 			continue;
 		float *xa = xa32(md, io, end, 0);
-		lora_forward(keep_only ? sc.dx : lin.y, xa, lin.x, param32(l, io, md->first, 1),
+		const float *x = md->drop != ZS_NO_TENSOR ? dropout_fwd(md, io, lin.x, end + n->B * n->T * md->r) : lin.x;
+		lora_forward(keep_only ? sc.dx : lin.y, xa, x, param32(l, io, md->first, 1),
 		             param32(l, io, md->first + 1, 1), n->lora_scaling, n->B * n->T, md->in, md->r, md->out,
 		             keep_only ? md->out : lin.out, keep_only ? 0 : md->row0, n->mixed);
 		if (n->mixed)
@@ -343,7 +420,8 @@ static void lora_fwd(const struct zs_layer *l, const struct zs_layer_io *io, siz
 /* Their backward, after the product's (which wrote the input's
  * gradient): dA and dB (zeroed first: a layer's backward zeroes the
  * grads it owns), and each adapter's part of the input's gradient added
- * to the base's, through the scratch dlora. */
+ * to the base's, through the scratch dlora (with dropout, through
+ * dlora_x, the gradient at the dropout's output, then its noise). */
 static void lora_bwd(const struct zs_layer *l, const struct zs_layer_io *io, size_t s, const struct tfm_block_acts *a,
                      const struct tfm_scratch *sc, float *end32)
 {
@@ -357,10 +435,20 @@ static void lora_bwd(const struct zs_layer *l, const struct zs_layer_io *io, siz
 		const struct zs_module *md = &l->module[k];
 		if (md->adapter != 1)
 			continue;
+		/* a frozen adapter's (--freeze): no gradient, nor what only it reads */
 		float *dA = grad32(l, io, md->first, 1), *dB = grad32(l, io, md->first + 1, 1);
-		lora_backward(lin.dx, dA, dB, io->t[n->lora_scratch[STEP_LORA_DT]], lin.dy, lin.x, xa32(md, io, end32, 1),
+		const float *xa = dB != NULL ? xa32(md, io, end32, 1) : NULL, *x = dA != NULL ? lin.x : NULL;
+		float *dx = lin.dx;
+		if (md->drop != ZS_NO_TENSOR) {
+			x = dA != NULL ? dropout_out32(md, io, end32 + n->B * n->T * md->r) : NULL;
+			dx = io->t[n->lora_scratch[STEP_LORA_DX]];
+			memset(dx, 0, n->B * n->T * md->in * sizeof *dx);
+		}
+		lora_backward(dx, dA, dB, io->t[n->lora_scratch[STEP_LORA_DT]], lin.dy, x, xa,
 		              param32(l, io, md->first, 1), param32(l, io, md->first + 1, 1), n->lora_scaling,
 		              n->B * n->T, md->in, md->r, md->out, lin.out, md->row0);
+		if (md->drop != ZS_NO_TENSOR)
+			dropout_bwd(md, io, lin.dx, dx);
 		grads_done(l, io, md->first, 2);
 	}
 }
@@ -896,7 +984,7 @@ static void layer_params(struct zs_layer *ly, const struct step_params *p, size_
 			home++;
 		struct zs_module *z = &ly->module[k];
 		*z = (struct zs_module){.first = md->first - p->layer[home].first, .n = md->n, .no_grad_in = md->no_grad_in,
-		                        .xa = ZS_NO_TENSOR};
+		                        .xa = ZS_NO_TENSOR, .drop = ZS_NO_TENSOR, .noise = ZS_NO_TENSOR};
 		for (size_t j = 0; j < k && !md->adapter; j++)
 			z->role += !ly->module[j].adapter;
 		if (md->adapter == NULL)
@@ -978,6 +1066,7 @@ void net_tfm_init(struct zs_net *m, const struct zs_config *c)
 	step_buffers_freeze(&sb, &sp, tr->recompute);
 	step_buffers_lora(&sb, &sp, B, T, n->mixed, tr->recompute);
 	n->lora_scaling = c->lora_r ? (float)(c->lora_alpha / c->lora_r) : 0.0f; /* LoraLayer.update_layer, line 277 */
+	n->lora_dropout = sp.lora_dropout;
 	for (int i = 0; i < STEP_NSCRATCH; i++)
 		n->scratch[i] = ZS_NO_TENSOR;
 	n->lora_scratch[STEP_LORA_DT] = n->lora_scratch[STEP_LORA_DX] = ZS_NO_TENSOR;
@@ -1000,11 +1089,18 @@ void net_tfm_init(struct zs_net *m, const struct zs_config *c)
 		case STEP_SAVED: m->layer[x->layer].act[x->index] = i; break;
 		case STEP_MOE: m->layer[x->layer].moe[x->index] = i; break;
 		case STEP_MOE_SCRATCH: n->moe_scratch[x->index] = i; break;
-		case STEP_LORA: /* x·Aᵀ; the dropout's (p > 0) are refused (config.c's check_lora) */
-			if (strcmp(x->name, "lora_xa") != 0)
+		case STEP_LORA: { /* x·Aᵀ, and with dropout its output and noise */
+			struct zs_module *z = lora_module(m, &sp, x->index);
+			if (strcmp(x->name, "lora_xa") == 0)
+				z->xa = i, z->draw = n->lora_n++; /* the list's order: the adapters' forward order */
+			else if (strcmp(x->name, "lora_drop") == 0)
+				z->drop = i;
+			else if (strcmp(x->name, "lora_noise") == 0)
+				z->noise = i;
+			else
 				abort();
-			lora_module(m, &sp, x->index)->xa = i;
 			break;
+		}
 		case STEP_LORA_SCRATCH: n->lora_scratch[x->index] = i; break;
 		}
 	}

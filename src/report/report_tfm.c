@@ -155,6 +155,10 @@ static int check_trained(const cJSON *model, const char *path, struct report_tfm
 		snprintf(m->lora_resolved, sizeof m->lora_resolved, "%s", t);
 		m->lora_n = (double)ls.n;
 		m->lora_rsum = (double)ls.n * ls.r;
+		m->lora_insum = 0;
+		for (size_t i = 0; i < ls.n; i++)
+			m->lora_insum += (double)ls.a[i].in;
+		m->lora_frozen = (double)zs_lora_trained(&ls) - (double)trained;
 		zs_lora_free(&ls);
 		if (m->nf4) { /* the 4-bit base, from the same shapes the theory counted it from */
 			struct nf4_base q;
@@ -1190,7 +1194,7 @@ static void by_cause(const struct report_tfm_model *m, const char *floor_name, s
  * cause at the table's N (report_classify.h's causes). */
 static void frozen_tex(const struct report_tfm_model *m, struct zs_buf *b)
 {
-	if (!m->freeze[0])
+	if (!m->freeze[0] || m->lora_r > 0) /* over LoRA's adapters: the LoRA paragraph names it */
 		return;
 	zs_buf_printf(b, "\\paragraph{A frozen run.} \\texttt{-{}-freeze ");
 	tex(b, m->freeze);
@@ -1291,7 +1295,14 @@ static void lora_tex(const struct report_tfm_model *m, struct zs_buf *b)
 	zs_buf_printf(b, "$ (PEFT's count $\\sum r(\\mathit{in}+\\mathit{out})$) of $\\Psi = ");
 	grouped(b, m->params);
 	zs_buf_printf(b, "$ (%.2f\\,\\%%; the base's ", 100 * m->trained / m->params);
-	grouped(b, m->params - m->trained);
+	grouped(b, m->params - m->trained - m->lora_frozen);
+	if (m->lora_frozen > 0) { /* --freeze over the adapters */
+		zs_buf_printf(b, " and $F = ");
+		grouped(b, m->lora_frozen);
+		zs_buf_printf(b, "$ of the adapters', those \\texttt{-{}-freeze ");
+		tex(b, m->freeze);
+		zs_buf_printf(b, "} names,");
+	}
 	zs_buf_printf(b, " frozen). The floor column is the frozen run's with the adapters as $\\Psi_t$ "
 	              "(docs/schedule.md, \\emph{The floors under -{}-freeze}): the base holds its $p$ bytes an "
 	              "element and no $g$, no $k$; only the adapters carry grads and optimizer state: DP $p\\Psi + "
@@ -1334,8 +1345,8 @@ static void lora_tex(const struct report_tfm_model *m, struct zs_buf *b)
 	/* the split of the params and the adapters' saved tensors, from the
 	 * description (measured.json has the categories, not the tensors) */
 	if (m->nf4) { /* the 4-bit base at its stored bytes (util/nf4.h's nf4_base_count) */
-		zs_buf_printf(b, "Of the params, the frozen base is $p(\\Psi - \\Psi_t - n_4) = ");
-		grouped(b, m->p * (m->params - m->trained - m->q4_weights));
+		zs_buf_printf(b, "Of the params, the frozen base is $p(\\Psi - \\Psi_t - n_4%s) = ", m->lora_frozen > 0 ? " - F" : "");
+		grouped(b, m->p * (m->params - m->trained - m->q4_weights - m->lora_frozen));
 		zs_buf_printf(b, "$ B of embeddings, norms and head and ");
 		grouped(b, m->q4_held);
 		zs_buf_printf(b, " B for its $n_4 = ");
@@ -1347,11 +1358,16 @@ static void lora_tex(const struct report_tfm_model *m, struct zs_buf *b)
 		grouped(b, m->p * m->q4_weights);
 		zs_buf_printf(b, "$ B in fp32; the floor and the paper level hold the same)");
 	} else {
-		zs_buf_printf(b, "Of the params, the frozen base is $p(\\Psi - \\Psi_t) = ");
-		grouped(b, m->p * (m->params - m->trained));
+		zs_buf_printf(b, "Of the params, the frozen base is $p(\\Psi - \\Psi_t%s) = ", m->lora_frozen > 0 ? " - F" : "");
+		grouped(b, m->p * (m->params - m->trained - m->lora_frozen));
 		zs_buf_printf(b, "$ B");
 	}
-	zs_buf_printf(b, " and the adapters $p\\Psi_t = ");
+	if (m->lora_frozen > 0) { /* --freeze over the adapters: F of their elements */
+		zs_buf_printf(b, ", the frozen adapters' $pF = ");
+		grouped(b, m->p * m->lora_frozen);
+		zs_buf_printf(b, "$ B");
+	}
+	zs_buf_printf(b, " and the %sadapters $p\\Psi_t = ", m->lora_frozen > 0 ? "trained " : "");
 	grouped(b, m->p * m->trained);
 	zs_buf_printf(b, "$ B, where the scheme keeps params whole (DP, ZeRO-1, ZeRO-2; ZeRO-3 at $N = 1$); the "
 	              "measurement counts them as one category, measured.json naming no tensor. ");
@@ -1361,11 +1377,20 @@ static void lora_tex(const struct report_tfm_model *m, struct zs_buf *b)
 		zs_buf_printf(b, "$ B over the %.0f adapters from their layer's forward to its backward, and the backward "
 		              "one $[B T, r]$ scratch (", m->lora_n);
 		grouped(b, bt * m->lora_r * m->p);
-		zs_buf_printf(b, " B); a frozen base linear keeps its input only where an adapter reads it. Not in this step: "
-		              "LoRA's dropout (its saved copies of the input; the paper's step refuses "
-		              "\\texttt{-{}-lora-dropout} above 0) and QLoRA's 4-bit base with its constants and dequantized "
-		              "temporary (\\texttt{-{}-quant-base nf4} runs in the PyTorch step alone): see the PyTorch step's "
-		              "section for those.");
+		zs_buf_printf(b, " B)%s; a frozen base linear keeps its input only where an adapter reads it%s. ",
+		              m->lora_frozen > 0 ? "; a frozen lora\\_B's $x A^\\top$, and what an adapter of a layer "
+		                                   "outside autograd's graph saves, is freed after its forward instead" : "",
+		              m->lora_dropout > 0 ? " without dropout" : "");
+		if (m->lora_dropout > 0) { /* util/step.c step_buffers_lora's lora_drop and lora_noise */
+			zs_buf_printf(b, "LoRA's dropout ($p = %g$, its masks the PyTorch step's) keeps, per adapter, its output, "
+			              "which lora\\_A's weight gradient reads, and its noise, $[B T, \\mathit{in}]$ each: "
+			              "$2 B T \\sum \\mathit{in} \\cdot p = ", m->lora_dropout);
+			grouped(b, 2 * bt * m->lora_insum * m->p);
+			zs_buf_printf(b, "$ B among the activations, and the backward's $[B T, \\mathit{in}]$ scratch. ");
+		}
+		zs_buf_printf(b, "Not in this step: QLoRA's 4-bit base with its constants and dequantized temporary "
+		              "(\\texttt{-{}-quant-base nf4} runs in the PyTorch step alone): see the PyTorch step's section "
+		              "for it.");
 	} else {
 		zs_buf_printf(b, "Each adapted layer's lora\\_B keeps lora\\_A's output $x A^\\top$, $[B T, r]$, for its weight "
 		              "gradient, among the activations (");

@@ -72,6 +72,9 @@ struct report_tfm_model {
 	 * family), its adapters and Σ r over them (x·Aᵀ's width) */
 	char lora_resolved[ZS_LORA_TARGETS_MAX + 1];
 	double lora_n, lora_rsum;
+	/* Σ in over the adapters (the dropout's copies' width), and the
+	 * adapters' elements --freeze freezes (config.freeze with LoRA) */
+	double lora_insum, lora_frozen;
 	int tied, flash;
 	int torch_step;                      /* config.wrapper none, ddp or fsdp: the PyTorch step, not zerosim's own */
 	int ds_step;                         /* config.wrapper deepspeed: DeepSpeed's engine over the PyTorch step */

@@ -74,9 +74,11 @@ struct report_torch_run {
 	int nf4, double_quant;               /* config.quant_base "nf4", config.double_quant true */
 	/* a frozen or LoRA run: Ψ, Ψ_t (report_read_trained) and its own paper
 	 * level's grads and Adam state at the peak (rows[0].peak, g and k over
-	 * Ψ_t): what its gradients and Adam's state are judged against; 0
-	 * where every parameter trains */
-	double params, trained, level_grad, level_adam;
+	 * Ψ_t): what its gradients and Adam's state are judged against, and
+	 * that level's peak, what a LoRA run's peak is a multiple of (the
+	 * adapters trained, not the whole model); 0 where every parameter
+	 * trains */
+	double params, trained, level_grad, level_adam, level_peak;
 	char precision[16];                  /* config.precision: fp32, amp-bf16 */
 	int tied;
 	double seq, batch;

@@ -856,17 +856,16 @@ static int check_step_unit(const struct zs_config *c, char **cause)
  * policy, each adapter a unit of its own (util/ag_fsdp.h,
  * tests/ft_fsdp_lora.sh); its other keys only with it. */
 /* --lora-r under the paper's step (docs/finetune.md, "LoRA under the
- * paper's schedule and DeepSpeed's own step"): fp32 or mixed, no dropout, no 4-bit
- * base, built so far; the model's part (a mixture, --unit
- * model, zero3 at N > 1) is util/lora.h's zs_lora_paper_check. */
+ * paper's schedule and DeepSpeed's own step"): fp32 or mixed, with or
+ * without the adapters' dropout (drawn as the PyTorch step's,
+ * engine/tfm_net.c), no 4-bit base, built so far; the model's part (a
+ * mixture, --unit model, zero3 at N > 1) is util/lora.h's
+ * zs_lora_paper_check. */
 static int check_lora_paper(const struct zs_config *c, char **cause)
 {
 	if (c->precision != ZS_FP32 && c->precision != ZS_MIXED)
 		return zs_fail(cause, "--lora-r under --framework paper: --precision %s is not run with adapters yet (give "
 		               "--precision fp32 or mixed)", zs_precision_name(c->precision));
-	if (c->lora_dropout > 0)
-		return zs_fail(cause, "--lora-dropout %g under --framework paper: the paper's step draws no dropout masks "
-		               "yet (give --lora-dropout 0, or --framework torch)", c->lora_dropout);
 	if (c->quant_nf4)
 		return zs_fail(cause, "--quant-base nf4 under --framework paper: the 4-bit base is the PyTorch step's alone "
 		               "(give --framework torch)");
@@ -891,11 +890,14 @@ static int check_lora(const struct zs_config *c, char **cause)
 	/* get_peft_model freezes every base parameter (PEFT v0.20.0's
 	 * _mark_only_adapters_as_trainable): --freeze then freezes adapters by
 	 * name (blocks:0-0, the adapters of block 0), as tests/ft_torch.py
-	 * does after wrapping; the PyTorch step's plain loop and DDP run it */
-	if (c->freeze[0] && (c->framework != ZS_FW_TORCH || (c->wrapper != ZS_WRAPPER_NONE && c->wrapper != ZS_WRAPPER_DDP)))
+	 * does after wrapping; the PyTorch step's plain loop and DDP run it,
+	 * and the paper's step (util/lora.h's zs_lora_paper_check judges the
+	 * pattern) */
+	if (c->freeze[0] && c->framework != ZS_FW_PAPER &&
+	    (c->framework != ZS_FW_TORCH || (c->wrapper != ZS_WRAPPER_NONE && c->wrapper != ZS_WRAPPER_DDP)))
 		return zs_fail(cause, "--freeze with --lora-r: frozen adapters (LoRA already freezes every base parameter, "
-		               "so --freeze can only freeze adapters) are described under --framework torch --wrapper none "
-		               "or ddp only so far");
+		               "so --freeze can only freeze adapters) are described under --framework paper, or torch "
+		               "--wrapper none or ddp, only so far");
 	if (c->framework == ZS_FW_PAPER)
 		return check_lora_paper(c, cause);
 	if ((c->framework != ZS_FW_TORCH && c->wrapper != ZS_WRAPPER_DEEPSPEED) || !zs_wrapper_step(c))

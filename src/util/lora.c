@@ -214,6 +214,41 @@ int zs_lora_params(struct step_params *p, const struct zs_model *shape, const st
 	return 0;
 }
 
+/* --freeze over PEFT's model under the paper's step (the base frozen
+ * already): every term of spec names an adapter of p (a term that names
+ * none is a mistake, as the PyTorch step refuses it: util/autograd.c
+ * freeze_unmatched), and some adapter stays trained. 0, or -1 with one
+ * line in *cause. */
+static int frozen_adapters_check(const struct step_params *p, const char *spec, const struct zs_model *m,
+                                 char **cause)
+{
+	size_t nadapters = 0, nfrozen = 0;
+	for (size_t i = 0; i < p->ntensors; i++)
+		if (p->module[p->tensor[i].module].adapter != NULL)
+			nadapters++, nfrozen += p->tensor[i].frozen != 0;
+	for (const char *term = spec; *term;) {
+		size_t len = strcspn(term, ",");
+		char one[ZS_FREEZE_MAX + 1], name[256];
+		snprintf(one, sizeof one, "%.*s", (int)len, term);
+		int hit = 0;
+		for (size_t i = 0; !hit && i < p->ntensors; i++) {
+			if (p->module[p->tensor[i].module].adapter == NULL)
+				continue;
+			step_tensor_name(p, i, name, sizeof name);
+			hit = zs_freeze_match(one, name, m->layers);
+		}
+		if (!hit)
+			return zs_fail(cause, "--freeze %s with --lora-r: the term '%s' names no adapter of %s (LoRA freezes "
+			                      "every base parameter already: name adapters, MODULE.lora_A.default.weight or "
+			                      "blocks:A-B)", spec, one, m->name);
+		term += len + (term[len] == ',');
+	}
+	if (nfrozen == nadapters)
+		return zs_fail(cause, "--freeze %s with --lora-r: freezes every one of %s's %zu adapter tensors (nothing to "
+		                      "train)", spec, m->name, nadapters);
+	return 0;
+}
+
 int zs_lora_paper_check(const struct zs_config *c, const struct zs_model *m, char **cause)
 {
 	if (!c->lora_r || c->framework != ZS_FW_PAPER)
@@ -230,11 +265,16 @@ int zs_lora_paper_check(const struct zs_config *c, const struct zs_model *m, cha
 	struct step_params p;
 	if (zs_lora_step_params(&p, m, m, c, cause) != 0)
 		return -1;
-	int bad = 0;
+	int bad = c->freeze[0] ? frozen_adapters_check(&p, c->freeze, m, cause) : 0;
 	for (size_t u = 0; !bad && u < c->nunits; u++) {
 		size_t n;
 		struct zs_freeze_run *run = zs_freeze_units(&p, c->units[u] == ZS_UNIT_LAYER, 0, &n, NULL);
-		if (run == NULL)
+		if (run == NULL && c->units[u] == ZS_UNIT_LAYER) /* only frozen adapters part a block's tail */
+			bad = zs_fail(cause, "--freeze %s with --lora-r under --framework paper: a block's trainable adapters "
+			                     "are not one run of the flat vector (its adapters are its layer's tail, each "
+			                     "lora_A then lora_B in the modules' order: freeze all of a block's, or those at "
+			                     "the start or the end of its run; docs/finetune.md)", c->freeze);
+		else if (run == NULL)
 			bad = zs_fail(cause, "--lora-r under --framework paper --unit model: each block's adapters are its "
 			                     "layer's tail, runs apart in the flat vector (docs/finetune.md): give --unit "
 			                     "layer");

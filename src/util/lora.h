@@ -110,7 +110,9 @@ int zs_lora_params(struct step_params *p, const struct zs_model *shape, const st
  * what the paper's step runs with adapters, every --unit and --schemes
  * of c laid out over m's description (zs_freeze_units), or -1 with one
  * line in *cause (the MLP, a mixture of experts, a gemma, --unit model,
- * zero3 at N > 1, targets that match nothing). */
+ * zero3 at N > 1, targets that match nothing; with --freeze, which then
+ * names adapters: a term that names none, a pattern that freezes them
+ * all, a block whose trained adapters are not one run). */
 int zs_lora_paper_check(const struct zs_config *c, const struct zs_model *m, char **cause);
 
 /* The adapters' elements, Σ r·(in + out): PEFT's trainable count

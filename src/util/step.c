@@ -654,6 +654,7 @@ void step_buffers_lora(struct step_buffers *b, const struct step_params *p, uint
 	const uint64_t BT = batch * seq;
 	const unsigned e16 = mixed ? 2 : 4;
 	const int drop = p->lora_dropout > 0, rc = recompute == ZS_RECOMPUTE_FULL;
+	const size_t F = step_graph_first(p, recompute);
 	struct bufs x = {b, b->n};
 	uint64_t r = 0, in = 0;
 	for (size_t y = 0; y < p->nmodules; y++) {
@@ -663,20 +664,28 @@ void step_buffers_lora(struct step_buffers *b, const struct step_params *p, uint
 		const struct step_tensor *A = &p->tensor[md->first]; /* [r, in] */
 		size_t l = md->layer;
 		r = A->shape[0], in = A->shape[1] > in ? A->shape[1] : in;
+		/* --freeze over the adapters: outside autograd's graph (l < F)
+		 * nothing is kept, and a frozen lora_B's (lora_A's) gradient
+		 * reads no xa (dropped x): freed after the forward, as
+		 * step_buffers_freeze frees a frozen linear's input (under full
+		 * recompute, made again as the block's are) */
+		const int out = l < F && !rc, no_b = (out || !step_trained(p, md->first + 1)) && !rc,
+		          no_a = (out || !step_trained(p, md->first)) && !rc;
 		buf(&x, (struct step_buffer){"lora_xa", STEP_LORA, (unsigned)y, (int)l - 1, BT * r, e16,
-		                             ZS_CAT_ACTIVATIONS, STEP_AT_LAYER, l, l, rc, 0});
+		                             ZS_CAT_ACTIVATIONS, STEP_AT_LAYER, l, l, rc, no_b ? l + 1 : 0});
 		if (drop) {
 			buf(&x, (struct step_buffer){"lora_drop", STEP_LORA, (unsigned)y, (int)l - 1, BT * A->shape[1], e16,
-			                             ZS_CAT_ACTIVATIONS, STEP_AT_LAYER, l, l, rc, 0});
+			                             ZS_CAT_ACTIVATIONS, STEP_AT_LAYER, l, l, rc, no_a ? l + 1 : 0});
 			buf(&x, (struct step_buffer){"lora_noise", STEP_LORA, (unsigned)y, (int)l - 1, BT * A->shape[1], e16,
-			                             ZS_CAT_ACTIVATIONS, STEP_AT_LAYER, l, l, rc, 0});
+			                             ZS_CAT_ACTIVATIONS, STEP_AT_LAYER, l, l, rc, out ? l + 1 : 0});
 		}
 	}
 	/* mixed: the kernels read one adapter's xa at a time widened, in
-	 * act32 past the block's copies (engine/tfm_net.c xa32) */
+	 * act32 past the block's copies (engine/tfm_net.c xa32), and with
+	 * dropout its output after it (dropout_fwd, of the widest input) */
 	for (size_t i = 0; mixed && i < b->n; i++)
 		if (b->buf[i].role == STEP_ACT32)
-			b->buf[i].elements += BT * r;
+			b->buf[i].elements += BT * (r + (drop ? in : 0));
 	buf(&x, (struct step_buffer){"dlora", STEP_LORA_SCRATCH, STEP_LORA_DT, -1, BT * r, 4, ZS_CAT_SCRATCH,
 	                             STEP_AT_BACKWARD, 0, 1, 0, 0});
 	if (drop)
@@ -837,7 +846,8 @@ struct zs_freeze_run *zs_freeze_units(const struct step_params *p, int by_layer,
 int zs_freeze_paper_check(const struct zs_config *c, const struct zs_model *m, char **cause)
 {
 	int ds = c->framework == ZS_FW_DEEPSPEED;
-	if (!c->freeze[0] || (c->framework != ZS_FW_PAPER && !ds))
+	/* with --lora-r it names adapters: util/lora.h's zs_lora_paper_check */
+	if (!c->freeze[0] || (c->framework != ZS_FW_PAPER && !ds) || c->lora_r)
 		return 0;
 	if (m == NULL)
 		return zs_fail(cause, "--freeze %s under --framework %s: only with --model (a transformer: the MLP's "

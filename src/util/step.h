@@ -320,8 +320,10 @@ void step_buffers_mlp(struct step_buffers *b, const size_t *widths, size_t nwidt
  * (1.13's CPU _dropout_impl: x * noise, MulBackward0 keeps the noise),
  * both x's size. Made before the layer's forward, freed after its
  * backward; rebuilt under full recomputation as the block's tensors are
- * (every one but its output). The backward's scratch (STEP_LORA_SCRATCH,
- * fp32): "dlora" [BT, r], A's output's gradient (lora_backward's dt), and
+ * (every one but its output). In mixed precision the kernels' fp32
+ * copies, one adapter's xa and (dropout) its dropped input, lengthen
+ * act32 by B·T·r (with dropout B·T·(r + in), in the widest adapted
+ * input). The backward's scratch (STEP_LORA_SCRATCH, fp32): "dlora" [BT, r], A's output's gradient (lora_backward's dt), and
  * with dropout "dlora_x" [BT, in] of the widest adapted input, the
  * dropout's output's gradient before its mask; made at the start of
  * backward, freed after block 0's as dx. */
