@@ -13,7 +13,10 @@
  * tests/hf_torch.py --trace writes into FILE.clean for PyTorch's clean
  * step. With step=1 (first of the options), the first step's own list
  * (util/autograd.h's step1; FILE.step1); with step=2, the second's (DDP's
- * step2, its forward rebuilding the buckets; FILE.step2). Exit 0, 2 on
+ * step2, its forward rebuilding the buckets; FILE.step2). With ds3=1
+ * (after step=, before the options) the step is built with DeepSpeed's
+ * ZeRO-3 leaf marks (util/autograd.h, ds3_leaf_marks), each written in
+ * its place as its label ("ds3:NAME:fwd", ...; tests/ds3_torch.sh). Exit 0, 2 on
  * bad arguments or a step zerosim refuses (its line), or with step=1 or 2
  * where that step has no list of its own.
  */
@@ -51,6 +54,11 @@ int main(int argc, char **argv)
 		first = argv[i][5] - '0';
 		i++;
 	}
+	int ds3 = 0;
+	if (i < argc && strcmp(argv[i], "ds3=1") == 0) {
+		ds3 = 1;
+		i++;
+	}
 	for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
 		char key[64], *eq = strchr(argv[i], '=');
 		if (eq == NULL || (size_t)(eq - argv[i]) >= sizeof key)
@@ -72,6 +80,7 @@ int main(int argc, char **argv)
 	c.moe_counts = counts;
 	struct ag_options o;
 	ag_options_from_config(&o, &c, B, T);
+	o.ds3_leaf_marks = ds3;
 	struct step_params p;
 	struct ag_step s;
 	step_params_build(&p, &m);
@@ -90,6 +99,8 @@ int main(int argc, char **argv)
 		const struct ag_event *e = &ev[k];
 		if ((e->kind == AG_EV_ALLOC || e->kind == AG_EV_FREE) && s.tensor[e->t].bytes > 0)
 			printf("%s%llu\n", e->kind == AG_EV_FREE ? "-" : "", (unsigned long long)s.tensor[e->t].bytes);
+		else if (ds3 && e->kind == AG_EV_MARK && strncmp(e->label, "ds3:", 4) == 0)
+			printf("%s\n", e->label);
 	}
 	ag_step_free(&s);
 	step_params_free(&p);
