@@ -19,7 +19,10 @@
 #    step with DeepSpeed 38327e0's four hooks on every module
 #    (tests/ds3_saved.py --hooks): the same hooks in the same order, each
 #    at the same bytes (62 on gpt2-tiny, 83 on llama-tiny, q/k/v_proj and
-#    gate/up_proj each its own).
+#    gate/up_proj each its own);
+#  - the saved weight.t() views zerosim's step keeps under those marks
+#    (tests/ag_events ds3=saved: each parameter whose storage a view made
+#    in forward holds into a backward op) against ds3_saved.py's list.
 # Not compared with DeepSpeed itself (not installable here).
 # PyTorch is looked for by tests/torch_python.sh; without it the second
 # part is skipped (exit 77 after the first passed). About 5 s.
@@ -88,6 +91,18 @@ EOF
 	diff "$tmp/want" "$tmp/got" >"$tmp/diff" || fail "$model: the releases PyTorch 1.13 cannot free differ:
 $(cat "$tmp/diff")"
 	echo "ok: $model: $(wc -l <"$tmp/got") gathered parameters held by a saved view after their release, as counted"
+	# zerosim's step keeps the same views (ag_options.ds3_leaf_marks: the
+	# saved weight.t() that x's gradient reads, made in forward; util/
+	# autograd.c ds3_saved_wt): the parameters whose storage a view made in
+	# forward holds into a backward op, with its shape and strides
+	"$top/tests/ag_events" "$models/$model.json" 2 32 ds3=saved torch-version=1.13 torch-device=cpu precision=fp32 \
+		>"$tmp/ev" || fail "tests/ag_events $model ds3=saved"
+	sed 's/^\(transformer\|model\)\.//' "$tmp/ev" | LC_ALL=C sort -u >"$tmp/saved-zs"
+	awk '{ print $1, $3, $4 }' "$tmp/got" | LC_ALL=C sort >"$tmp/saved-torch"
+	diff "$tmp/saved-zs" "$tmp/saved-torch" >"$tmp/diff" ||
+		fail "$model: the views zerosim's step keeps (<) and those PyTorch 1.13 saves (>) differ:
+$(cat "$tmp/diff")"
+	echo "ok: $model: zerosim keeps the $(wc -l <"$tmp/saved-zs") saved weight.t() views PyTorch 1.13 keeps"
 	# the marks: ag_events' stream (+bytes, -bytes, labels) to the same
 	# lines (Hugging Face's names less the base model's prefix)
 	"$top/tests/ag_events" "$models/$model.json" 2 32 ds3=1 torch-version=1.13 torch-device=cpu precision=fp32 \

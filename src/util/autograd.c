@@ -552,6 +552,7 @@ struct model {
 	T loss, logits;     /* the loop's outputs, held to the step's end */
 	struct moe_aux *aux; /* a mixture's auxiliary loss (output_router_logits true: moe_aux_fwd); NULL without */
 	T head16;           /* autocast: the head's 16-bit weight MmBackward keeps (NO: the weight itself) */
+	T head_wt;          /* ds3_leaf_marks: the head's MmBackward0's saved weight.t() (ds3_saved_wt; NO: none) */
 	T logits32;         /* autocast: logits.float(), the loss function's local (NO: the logits themselves) */
 	size_t *cached;     /* autocast: the parameters (pt indices) cast in the region, in order */
 	size_t ncached;
@@ -859,6 +860,31 @@ static void ds3_hand(struct bld *b, T *buf, const T *lb, const char *fmt, ...)
 	ds3_vmark(b, "bwd_end", fmt, ap);
 	va_end(ap);
 	arrive(b, buf, *lb);
+}
+
+/* F.linear's MmBackward0 saves mat2, weight.t() (wt, its holder taken),
+ * for self's gradient (derivatives.yaml mm: self: mm_mat1_backward(grad,
+ * mat2, ...), which reads mat2.t()): a view of the weight's storage made
+ * in forward, which holds a gathered parameter's forward copy until the
+ * node releases it (tests/ds3_saved.py). Under ds3_leaf_marks, where x
+ * requires grad, the step keeps that view, in W's layout (mat2.t(): the
+ * same storage, no bytes), made in forward and read by x's gradient, so
+ * that the read and the last holder's drop are of the forward's copy
+ * (util/ag_ds3.c; docs/schedule.md, "F.linear's saved weight.t()"); else
+ * wt goes as matmul returns. Where autocast saved the 16-bit copy (w16)
+ * the view is of that, which w16 holds already: wt goes. */
+static T ds3_saved_wt(struct bld *b, T wt, T w16, int dx)
+{
+	T kept = b->o->ds3_leaf_marks && dx && w16 == NO ? transpose_last2(b, wt) : NO;
+	unref(b, wt);
+	return kept;
+}
+
+/* What x's gradient reads for W ([out, in]): the kept view, or W itself
+ * (w) without one. */
+static T ds3_saved_read(T wt, T w)
+{
+	return wt != NO ? wt : w;
 }
 
 /* MulBackward0 of a · u (both kept, both requiring grad): *da = g · u,
@@ -1479,7 +1505,7 @@ static T head_fwd(struct bld *b, struct model *M, T x, struct pt *head, T *x2, T
 	T wt = transpose_last2(b, wm);
 	*lg = TMP("mm (lm_head)", b->s->tensor[*x2].dtype, rows, V);
 	op(b, AG_OP_MM, *x2, wt, NO, *lg, NO, NO);
-	unref(b, wt);
+	M->head_wt = ds3_saved_wt(b, wt, M->head16, RG(b, x));
 	if (!keep) { /* the view goes with matmul; x with the forward's `hidden_states` */
 		unref(b, *x2);
 		*x2 = NO;
@@ -1561,10 +1587,12 @@ static T head_bwd(struct bld *b, struct model *M, T lsm, T tgt, T tw, T x2, stru
 	}
 	if (need_dx) {
 		dx = TMP("mm (lm_head input grad)", dt, b->o->batch * b->o->seq, w->shape[1]);
-		op(b, AG_OP_MM, dlg, w16 != NO ? w16 : head->w, NO, dx, NO, NO);
+		op(b, AG_OP_MM, dlg, ds3_saved_read(M->head_wt, w16 != NO ? w16 : head->w), NO, dx, NO, NO);
 	}
 	unref(b, dlg);
 	unref(b, x2);
+	unref(b, M->head_wt); /* MmBackward0 releases its saved mat2 */
+	M->head_wt = NO;
 	*held = NO;
 	if (b->o->amp != AG_F32) {
 		/* autocast: its saved 16-bit W goes; the casts' ToCopyBackward,
@@ -2580,6 +2608,8 @@ static void gpt2_step(struct bld *b, struct model *M)
 struct lin_saved {
 	T x2;
 	T w16;      /* autocast: the saved 16-bit W (NO: W itself) */
+	T wt;       /* ds3_leaf_marks: MmBackward0's saved mat2, the weight.t() view made in forward, which x's
+	             * gradient reads (NO: W read itself, or x requires no grad) */
 	int xcast;  /* autocast: x was cast */
 	uint64_t rows, in;
 	int node, dx, dw; /* as conv_saved's (--freeze) */
@@ -2590,7 +2620,7 @@ struct lin_saved {
  * activation (sv's x2 NO); x's gradient where x requires grad. */
 static T q4_lin(struct bld *b, T x, struct pt *w, struct pt *bias, struct lin_saved *sv)
 {
-	sv->x2 = sv->w16 = NO, sv->xcast = 0, sv->dw = sv->db = 0;
+	sv->x2 = sv->w16 = sv->wt = NO, sv->xcast = 0, sv->dw = sv->db = 0;
 	T r = q4_linear(b, x, w, bias, &sv->rows, &sv->in, &sv->dx);
 	sv->node = sv->dx;
 	return r;
@@ -2613,10 +2643,11 @@ static T linear(struct bld *b, T x, struct pt *w, struct lin_saved *sv)
 	T wt = transpose_last2(b, wm);
 	T y = TMP("mm (linear)", b->s->tensor[x2].dtype, rows, out);
 	op(b, AG_OP_MM, x2, wt, NO, y, NO, NO);
-	unref(b, wt);
 	/* mm's self is saved only for mat2's (W^t's) gradient */
 	sv->rows = rows, sv->in = in;
 	sv->dx = RG(b, x2), sv->dw = RG(b, w->w), sv->node = sv->dx || sv->dw;
+	/* mat2 (wt) is saved for self's gradient: ds3_saved_wt */
+	sv->wt = ds3_saved_wt(b, wt, sv->w16, sv->dx);
 	sv->x2 = x2;
 	if (!sv->dw) {
 		unref(b, x2);
@@ -2657,12 +2688,14 @@ static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, stru
 	}
 	if (sv->dx) {
 		dx = TMP("mm (linear backward, input)", go_.dtype, rows, in);
-		op(b, AG_OP_MM, g2, sv->w16 != NO ? sv->w16 : w->w, NO, dx, NO, NO);
+		op(b, AG_OP_MM, g2, ds3_saved_read(sv->wt, sv->w16 != NO ? sv->w16 : w->w), NO, dx, NO, NO);
 	}
 	unref(b, g2);
 	if (owned)
 		unref(b, g);
 	unref(b, sv->x2);
+	unref(b, sv->wt); /* the node releases its saved variables: mat2 */
+	sv->wt = NO;
 	if (sv->w16 != NO)
 		unref(b, sv->w16);
 	/* ViewBackward (x.view(-1, in)) hands on a view of it in x's shape;
@@ -2788,6 +2821,7 @@ static T linear_b(struct bld *b, T x, struct pt *w, struct pt *bias, struct lin_
 		return linear(b, x, w, sv);
 	if (w->q4 >= 0)
 		return q4_lin(b, x, w, bias, sv);
+	sv->wt = NO; /* AddmmBackward's saved W^t: not kept (ds3_leaf_marks refuses biased q/k/v) */
 	if (b->o->amp != AG_F32) {
 		T r = linear_b_amp(b, x, w, bias, sv);
 		return w->lora >= 0 ? lora_fwd(b, x, r, w->lora) : r;
@@ -6754,6 +6788,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * mixture's experts) or an adapter's, by name */
 	if (o->ds3_leaf_marks) {
 		const char *no = m->hf_fused     ? "fused qkv_proj and gate_up_proj"
+		                 : m->qkv_bias    ? "q_proj, k_proj and v_proj with biases"
 		                 : m->gemma       ? "the gemmas' extra norms"
 		                 : m->qk_norm     ? "q_norm and k_norm"
 		                 : m->experts > 0 ? "a mixture's experts"
