@@ -88,8 +88,14 @@ int main(int argc, char **argv)
 	struct step_params p;
 	struct ag_step s;
 	step_params_build(&p, &m);
-	if (ag_step_build_run(&s, &m, &p, &o, &c, 1, &cause) < 0)
-		return usage(cause);
+	if (ag_step_build_run(&s, &m, &p, &o, &c, 1, &cause) < 0) {
+		/* a refusal: its line, nothing left held (LeakSanitizer) */
+		int rc = usage(cause);
+		free(cause);
+		step_params_free(&p);
+		free(counts);
+		return rc;
+	}
 	if ((first == 1 && s.step1 == NULL) || (first == 2 && s.step2 == NULL)) {
 		ag_step_free(&s);
 		step_params_free(&p);
