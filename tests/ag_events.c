@@ -13,7 +13,14 @@
  * tests/hf_torch.py --trace writes into FILE.clean for PyTorch's clean
  * step. With step=1 (first of the options), the first step's own list
  * (util/autograd.h's step1; FILE.step1); with step=2, the second's (DDP's
- * step2, its forward rebuilding the buckets; FILE.step2). Exit 0, 2 on
+ * step2, its forward rebuilding the buckets; FILE.step2). With ds3=1
+ * (after step=, before the options) the step is built with DeepSpeed's
+ * ZeRO-3 leaf marks (util/autograd.h, ds3_leaf_marks), each written in
+ * its place as its label ("ds3:NAME:fwd", ...; tests/ds3_torch.sh). With
+ * ds3=saved, the same step, and in place of its events the parameters
+ * whose storage a view made in forward holds into backward, where a
+ * backward op reads it: NAME SHAPE STRIDE of that view transposed (the
+ * saved weight.t()), one a line, what tests/ds3_saved.py lists. Exit 0, 2 on
  * bad arguments or a step zerosim refuses (its line), or with step=1 or 2
  * where that step has no list of its own.
  */
@@ -51,6 +58,11 @@ int main(int argc, char **argv)
 		first = argv[i][5] - '0';
 		i++;
 	}
+	int ds3 = 0;
+	if (i < argc && (strcmp(argv[i], "ds3=1") == 0 || strcmp(argv[i], "ds3=saved") == 0)) {
+		ds3 = argv[i][4] == '1' ? 1 : 2;
+		i++;
+	}
 	for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
 		char key[64], *eq = strchr(argv[i], '=');
 		if (eq == NULL || (size_t)(eq - argv[i]) >= sizeof key)
@@ -72,11 +84,18 @@ int main(int argc, char **argv)
 	c.moe_counts = counts;
 	struct ag_options o;
 	ag_options_from_config(&o, &c, B, T);
+	o.ds3_leaf_marks = ds3;
 	struct step_params p;
 	struct ag_step s;
 	step_params_build(&p, &m);
-	if (ag_step_build_run(&s, &m, &p, &o, &c, 1, &cause) < 0)
-		return usage(cause);
+	if (ag_step_build_run(&s, &m, &p, &o, &c, 1, &cause) < 0) {
+		/* a refusal: its line, nothing left held (LeakSanitizer) */
+		int rc = usage(cause);
+		free(cause);
+		step_params_free(&p);
+		free(counts);
+		return rc;
+	}
 	if ((first == 1 && s.step1 == NULL) || (first == 2 && s.step2 == NULL)) {
 		ag_step_free(&s);
 		step_params_free(&p);
@@ -86,10 +105,33 @@ int main(int argc, char **argv)
 	}
 	const struct ag_event *ev = first == 1 ? s.step1 : first == 2 ? s.step2 : s.event;
 	size_t nev = first == 1 ? s.nstep1 : first == 2 ? s.nstep2 : s.nevents;
-	for (size_t k = 0; k < nev; k++) {
+	/* ds3=saved: the tensors made in forward, numbered from its first
+	 * allocation to backward's first (tensors are numbered as made) */
+	uint32_t lo = UINT32_MAX, hi = UINT32_MAX;
+	for (size_t k = 0; k < nev && ds3 == 2; k++) {
+		const struct ag_event *e = &ev[k];
+		if (e->kind == AG_EV_ALLOC && e->phase == ZS_PH_FORWARD && lo == UINT32_MAX)
+			lo = e->t;
+		if (e->kind == AG_EV_ALLOC && e->phase == ZS_PH_BACKWARD && hi == UINT32_MAX)
+			hi = e->t;
+		for (int j = 0; e->kind == AG_EV_OP && e->phase == ZS_PH_BACKWARD && j < AG_MAXIN; j++) {
+			uint32_t t = e->in[j];
+			if (t == AG_NONE || t < lo || t >= hi || s.tensor[t].storage == t ||
+			    s.tensor[s.tensor[t].storage].role != AG_ROLE_PARAM)
+				continue;
+			const struct ag_tensor *x = &s.tensor[t];
+			char name[256];
+			step_part_name(&p, (size_t)s.tensor[x->storage].param, x->part, name, sizeof name);
+			printf("%s %llux%llu %lld,%lld\n", name, (unsigned long long)x->shape[1], (unsigned long long)x->shape[0],
+			       (long long)x->stride[1], (long long)x->stride[0]);
+		}
+	}
+	for (size_t k = 0; k < nev && ds3 != 2; k++) {
 		const struct ag_event *e = &ev[k];
 		if ((e->kind == AG_EV_ALLOC || e->kind == AG_EV_FREE) && s.tensor[e->t].bytes > 0)
 			printf("%s%llu\n", e->kind == AG_EV_FREE ? "-" : "", (unsigned long long)s.tensor[e->t].bytes);
+		else if (ds3 && e->kind == AG_EV_MARK && strncmp(e->label, "ds3:", 4) == 0)
+			printf("%s\n", e->label);
 	}
 	ag_step_free(&s);
 	step_params_free(&p);

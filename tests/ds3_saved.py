@@ -28,6 +28,25 @@ MmBackward0: after mat2's gradient (+V*d*4) and self's (+B*T*d*4) are
 made, the incoming gradient (-B*T*V*4) and the saved input (-B*T*d*4)
 freed, nothing made between (docs/schedule.md, "ZeRO-3 over the PyTorch
 step", N > 1, read again).
+
+With --hooks FILE (tests/ds3_torch.sh; after the list above, in the same
+process, on the model with its config's dropout): where DeepSpeed's ZeRO-3 hooks run in
+one forward and backward, as DeepSpeedZeRoOffload._register_deepspeed_module
+registers them on every module (runtime/zero/parameter_offload.py at
+38327e0, 276-454; registered in this order, 445-454): its forward pre-hook (the fetch), its
+forward hook (the release), PreBackwardFunctionForModule applied to its
+outputs by a forward hook (runs once their gradient is whole: the backward
+fetch), PostBackwardFunctionModule applied by a forward pre-hook to its
+inputs that require grad (runs when the last of their gradients has been
+made: the backward release; PreBackwardFunctionForModule 357-378,
+PostBackwardFunctionModule 412-437, both in 1.13's style). Both Functions return x.detach() and hand
+the gradient on as it is. One line per hook run of a module that owns
+parameters, in the order they run, into FILE: ds3:NAME:fwd, :fwd_end, :bwd,
+:bwd_end and the live bytes since the hook before it, over the second of two
+steps of the loop (1.13's Adam and zero_grad at their defaults, the loss and
+logits held to the step's end), read from the allocator's events as
+tests/hf_torch.py reads its boundaries: what zerosim's ds3 marks must say
+(util/autograd.c, ds3_mark; tests/ag_events ds3=1).
 """
 import argparse
 import math
@@ -42,17 +61,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("model")
     ap.add_argument("--release-order", type=int, default=0, metavar="N")
+    ap.add_argument("--hooks", metavar="FILE")
     m = ap.parse_args()
-    a = argparse.Namespace(model=m.model, dropout="0", tied=None, recompute="none", mask="where")
-    _, family, cfg, tied = hf_torch.build(a)
-    torch.manual_seed(0)
-    if family == "gpt2":
-        model = hf_torch.GPT2LMHeadModel(cfg, tied, a.mask, False)
-    elif family in hf_torch.FAMILY_ATTENTION:
-        model = hf_torch.LlamaForCausalLM(cfg, tied, False, hf_torch.FAMILY_ATTENTION[family])
-    else:
-        sys.exit(f"ds3_saved: model_type {family!r} is not gpt2 or {', '.join(hf_torch.FAMILY_ATTENTION)}")
-    model.train()
+    model, cfg = build(m.model, "0")
     if m.release_order:
         sys.exit(release_order(model, cfg, m.release_order))
     # each parameter's data a copy of its own (the gather's output), by
@@ -86,6 +97,103 @@ def main():
     for name, node, shape, stride in sorted(held):
         print(name, node, "x".join(map(str, shape)), ",".join(map(str, stride)))
     del logits
+    if m.hooks:  # in the same process (one python a model in make check-torch)
+        with open(m.hooks, "w") as f:
+            hooks(*build(m.model, "config"), f)
+
+
+def build(path, dropout):
+    """The reference model (seq 32, batch 2, fp32, eager), dropout "0" or
+    the config's (as zerosim reads it: --hooks), and its config"""
+    a = argparse.Namespace(model=path, dropout=dropout, tied=None, recompute="none", mask="where")
+    _, family, cfg, tied = hf_torch.build(a)
+    torch.manual_seed(0)
+    if family == "gpt2":
+        model = hf_torch.GPT2LMHeadModel(cfg, tied, a.mask, False)
+    elif family in hf_torch.FAMILY_ATTENTION:
+        model = hf_torch.LlamaForCausalLM(cfg, tied, False, hf_torch.FAMILY_ATTENTION[family])
+    else:
+        sys.exit(f"ds3_saved: model_type {family!r} is not gpt2 or {', '.join(hf_torch.FAMILY_ATTENTION)}")
+    model.train()
+    return model, cfg
+
+
+def hooks(model, cfg, out):
+    """DeepSpeed's four hooks on every module, as 38327e0 writes them"""
+
+    def tensors(x, f):
+        if torch.is_tensor(x):
+            return f(x)
+        if isinstance(x, (tuple, list)):
+            return type(x)(tensors(y, f) for y in x)
+        return x
+
+    for name, mod in model.named_modules():
+        own = len(list(mod.parameters(recurse=False))) > 0
+
+        def say(where, name=name, own=own):
+            if own:
+                hf_torch.mark(f"ds3:{name}:{where}")
+
+        class Pre(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x.detach()
+
+            @staticmethod
+            def backward(ctx, g, say=say):
+                say("bwd")
+                return g
+
+        class Post(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, mod=mod):
+                if x.requires_grad:
+                    mod.ds_grads_remaining += 1
+                return x.detach()
+
+            @staticmethod
+            def backward(ctx, g, mod=mod, say=say):
+                mod.ds_grads_remaining -= 1
+                if mod.ds_grads_remaining == 0:
+                    say("bwd_end")
+                return g
+
+        def pre_fwd(mod, inputs, say=say):
+            say("fwd")
+
+        def post_bwd(mod, inputs, Post=Post):
+            if not hasattr(mod, "ds_grads_remaining"):
+                mod.ds_grads_remaining = 0
+            return tensors(inputs, Post.apply)
+
+        mod.register_forward_pre_hook(pre_fwd)
+        mod.register_forward_hook(lambda mod, i, o, say=say: say("fwd_end"))
+        mod.register_forward_hook(lambda mod, i, o, Pre=Pre: tensors(o, Pre.apply))
+        mod.register_forward_pre_hook(post_bwd)
+    # two steps of the loop (1.13's Adam and zero_grad at their defaults),
+    # the second's forward and backward inside the profiler: the live
+    # bytes at each hook, marks in the allocator's stream as
+    # tests/hf_torch.py marks its boundaries
+    from torch.profiler import ProfilerActivity, profile
+    opt = torch.optim.Adam(model.parameters())
+    ids = torch.randint(0, cfg["vocab_size"], (2, 32))
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        for step in range(2):
+            opt.zero_grad()
+            if step == 1:
+                hf_torch.mark("step")
+            loss, logits = model(ids, ids)
+            loss.backward()
+            opt.step()
+            del loss, logits  # the loop holds them to the step's end, as zerosim's and hf_torch.py's
+    stream = hf_torch.replay(hf_torch.memory_events(prof))
+    start = next(i for i, (_, l) in enumerate(stream) if l == "step")
+    last = None
+    for live, label in stream[start:]:
+        if label is not None and label.startswith("ds3:"):
+            print(label, "" if last is None else f"{live - last:+d}", file=out)
+            last = live
 
 
 def release_order(model, cfg, world):

@@ -11,7 +11,18 @@
 #    the list counted from each model's config: on llama-tiny every
 #    projection and the head (F.linear saves weight.t(), shape (in, out),
 #    strides (1, in)), on gpt2-tiny the tied table alone (its head's
-#    F.linear; Conv1D's addmm saves the leaf).
+#    F.linear; Conv1D's addmm saves the leaf);
+#  - the leaf-module marks a build at N > 1 needs (util/autograd.c
+#    ds3_mark; docs/schedule.md, "The leaf modules' marks"), in the same
+#    python process: tests/ag_events ds3=1's marks, each with the live
+#    bytes since the one before it, against PyTorch 1.13 running one
+#    step with DeepSpeed 38327e0's four hooks on every module
+#    (tests/ds3_saved.py --hooks): the same hooks in the same order, each
+#    at the same bytes (62 on gpt2-tiny, 83 on llama-tiny, q/k/v_proj and
+#    gate/up_proj each its own);
+#  - the saved weight.t() views zerosim's step keeps under those marks
+#    (tests/ag_events ds3=saved: each parameter whose storage a view made
+#    in forward holds into a backward op) against ds3_saved.py's list.
 # Not compared with DeepSpeed itself (not installable here).
 # PyTorch is looked for by tests/torch_python.sh; without it the second
 # part is skipped (exit 77 after the first passed). About 5 s.
@@ -21,6 +32,7 @@ src=${srcdir:-.}
 zerosim=$top/zerosim
 models=$src/report/models
 [ -x "$zerosim" ] || { echo "ds3_torch: $zerosim is not built" >&2; exit 99; }
+[ -x "$top/tests/ag_events" ] || { echo "ds3_torch: $top/tests/ag_events is not built" >&2; exit 99; }
 for model in gpt2-tiny llama-tiny; do
 	[ -f "$models/$model.json" ] || { echo "ds3_torch: no model config at $models/$model.json" >&2; exit 99; }
 done
@@ -51,7 +63,7 @@ name=ds3_torch
 . "$src/tests/torch_python.sh"
 for model in gpt2-tiny llama-tiny; do
 	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$src/tests" "$py" "$src/tests/ds3_saved.py" "$models/$model.json" \
-		>"$tmp/got" 2>"$tmp/err" || { cat "$tmp/err" >&2; fail "tests/ds3_saved.py $model"; }
+		--hooks "$tmp/hooks-torch" >"$tmp/got" 2>"$tmp/err" || { cat "$tmp/err" >&2; fail "tests/ds3_saved.py $model"; }
 	# the expected list from the config alone: each weight F.linear reads
 	# (the head's, the tied table's on gpt2), saved as its transpose
 	python3 - "$models/$model.json" >"$tmp/want" <<'EOF' || fail "the expected list of $model"
@@ -79,5 +91,30 @@ EOF
 	diff "$tmp/want" "$tmp/got" >"$tmp/diff" || fail "$model: the releases PyTorch 1.13 cannot free differ:
 $(cat "$tmp/diff")"
 	echo "ok: $model: $(wc -l <"$tmp/got") gathered parameters held by a saved view after their release, as counted"
+	# zerosim's step keeps the same views (ag_options.ds3_leaf_marks: the
+	# saved weight.t() that x's gradient reads, made in forward; util/
+	# autograd.c ds3_saved_wt): the parameters whose storage a view made in
+	# forward holds into a backward op, with its shape and strides
+	"$top/tests/ag_events" "$models/$model.json" 2 32 ds3=saved torch-version=1.13 torch-device=cpu precision=fp32 \
+		>"$tmp/ev" || fail "tests/ag_events $model ds3=saved"
+	sed 's/^\(transformer\|model\)\.//' "$tmp/ev" | LC_ALL=C sort -u >"$tmp/saved-zs"
+	awk '{ print $1, $3, $4 }' "$tmp/got" | LC_ALL=C sort >"$tmp/saved-torch"
+	diff "$tmp/saved-zs" "$tmp/saved-torch" >"$tmp/diff" ||
+		fail "$model: the views zerosim's step keeps (<) and those PyTorch 1.13 saves (>) differ:
+$(cat "$tmp/diff")"
+	echo "ok: $model: zerosim keeps the $(wc -l <"$tmp/saved-zs") saved weight.t() views PyTorch 1.13 keeps"
+	# the marks: ag_events' stream (+bytes, -bytes, labels) to the same
+	# lines (Hugging Face's names less the base model's prefix)
+	"$top/tests/ag_events" "$models/$model.json" 2 32 ds3=1 torch-version=1.13 torch-device=cpu precision=fp32 \
+		>"$tmp/ev" || fail "tests/ag_events $model ds3=1"
+	awk '/^ds3:/ { sub(/^ds3:(transformer|model)\./, "ds3:")
+		if (n++) printf "%s %+d\n", $0, live - last; else print $0 " "
+		last = live; next }
+		{ live += $1 }' "$tmp/ev" >"$tmp/hooks-zs"
+	[ "$(wc -l <"$tmp/hooks-torch")" -gt 0 ] || fail "$model: PyTorch ran no hook"
+	diff "$tmp/hooks-zs" "$tmp/hooks-torch" >"$tmp/diff" ||
+		fail "$model: zerosim's ds3 marks (<) and DeepSpeed's hooks in PyTorch 1.13 (>) differ:
+$(cat "$tmp/diff")"
+	echo "ok: $model: $(wc -l <"$tmp/hooks-zs") ds3 marks, DeepSpeed's hooks' order and bytes on PyTorch 1.13"
 done
 exit 0

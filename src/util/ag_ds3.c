@@ -167,9 +167,10 @@ static void norm(struct ds3 *d, uint32_t gnorm, uint32_t keep[2], enum zs_phase 
 int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, uint64_t bucket, char **cause)
 {
 	if (world != 1)
-		return zs_fail(cause, "--wrapper deepspeed --schemes zero3: built at N = 1 so far (N = %u: DeepSpeed's first "
-		               "step gathers and releases leaf module by leaf module, which the step's list does not mark "
-		               "yet; docs/schedule.md, \"N > 1, read again for the build\")", world);
+		return zs_fail(cause, "--wrapper deepspeed --schemes zero3: built at N = 1 so far (N = %u: the step's leaf "
+		               "module marks and saved weight.t() views are built, ag_options.ds3_leaf_marks, but not the "
+		               "pass that gathers and releases over them; docs/schedule.md, \"What is left for N > 1\")",
+		               world);
 	/* the client Adam's parameters, in its order: each one's ds_id
 	 * too (Init converts module.parameters(), the order the client
 	 * Adam was given) and its place in lp_param_buffer (N = 1) */

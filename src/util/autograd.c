@@ -426,6 +426,33 @@ static void mark(struct bld *b, const char *fmt, ...)
 	ev(b, AG_EV_MARK)->label = l;
 }
 
+/* DeepSpeed's ZeRO-3 hooks on a leaf module NAME (o->ds3_leaf_marks;
+ * DeepSpeed 38327e0, runtime/zero/parameter_offload.py, po.py below):
+ * "fwd" its forward pre-hook (_pre_forward_module_hook, the fetch), then
+ * "fwd_end" its forward hook (_post_forward_module_hook, the release),
+ * "bwd" where PreBackwardFunctionForModule, applied to its outputs
+ * (342-379), runs in backward: once the gradient of its output is whole,
+ * before the module's own nodes; "bwd_end" where
+ * PostBackwardFunctionModule, applied to its inputs that require grad by
+ * the forward pre-hook (401-440, 454), runs: after the module's nodes
+ * have made its input's gradient. util/ag_ds3.c consumes them. */
+static void ds3_vmark(struct bld *b, const char *where, const char *fmt, va_list ap)
+{
+	char name[160];
+	vsnprintf(name, sizeof name, fmt, ap);
+	mark(b, "ds3:%s:%s", name, where);
+}
+
+static void ds3_mark(struct bld *b, const char *where, const char *fmt, ...)
+{
+	if (!b->o->ds3_leaf_marks)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	ds3_vmark(b, where, fmt, ap);
+	va_end(ap);
+}
+
 #define SH(...) ((const uint64_t[]){ __VA_ARGS__ })
 #define NDIM(...) (sizeof((uint64_t[]){ __VA_ARGS__ }) / sizeof(uint64_t))
 #define TMP(what, dt, ...) tmp(b, what, dt, NDIM(__VA_ARGS__), SH(__VA_ARGS__))
@@ -595,6 +622,7 @@ struct model {
 	T loss, logits;     /* the loop's outputs, held to the step's end */
 	struct moe_aux *aux; /* a mixture's auxiliary loss (output_router_logits true: moe_aux_fwd); NULL without */
 	T head16;           /* autocast: the head's 16-bit weight MmBackward keeps (NO: the weight itself) */
+	T head_wt;          /* ds3_leaf_marks: the head's MmBackward0's saved weight.t() (ds3_saved_wt; NO: none) */
 	T logits32;         /* autocast: logits.float(), the loss function's local (NO: the logits themselves) */
 	size_t *cached;     /* autocast: the parameters (pt indices) cast in the region, in order */
 	size_t ncached;
@@ -877,6 +905,56 @@ static void arrive(struct bld *b, T *buf, T g)
 	unref(b, *buf);
 	unref(b, g);
 	*buf = sum;
+}
+
+/* Under ds3_leaf_marks a leaf module's input x is
+ * PostBackwardFunctionModule's output (ds3_mark): the gradients of x the
+ * module's nodes make meet in that Function's input buffer, and the sum
+ * goes on to the buffer buf of the tensor x came from only when the
+ * Function has run (its ":bwd_end"). ds3_buf gives the buffer the module's
+ * backward is to write into (*lb, NO, under the option; buf without it);
+ * ds3_hand then marks the end and hands *lb on to buf (arrive: the sum
+ * made after the mark), where the module made a gradient. */
+static T *ds3_buf(struct bld *b, T *buf, T *lb)
+{
+	*lb = NO;
+	return b->o->ds3_leaf_marks ? lb : buf;
+}
+
+static void ds3_hand(struct bld *b, T *buf, const T *lb, const char *fmt, ...)
+{
+	if (!b->o->ds3_leaf_marks || *lb == NO)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	ds3_vmark(b, "bwd_end", fmt, ap);
+	va_end(ap);
+	arrive(b, buf, *lb);
+}
+
+/* F.linear's MmBackward0 saves mat2, weight.t() (wt, its holder taken),
+ * for self's gradient (derivatives.yaml mm: self: mm_mat1_backward(grad,
+ * mat2, ...), which reads mat2.t()): a view of the weight's storage made
+ * in forward, which holds a gathered parameter's forward copy until the
+ * node releases it (tests/ds3_saved.py). Under ds3_leaf_marks, where x
+ * requires grad, the step keeps that view, in W's layout (mat2.t(): the
+ * same storage, no bytes), made in forward and read by x's gradient, so
+ * that the read and the last holder's drop are of the forward's copy
+ * (util/ag_ds3.c; docs/schedule.md, "F.linear's saved weight.t()"); else
+ * wt goes as matmul returns. Where autocast saved the 16-bit copy (w16)
+ * the view is of that, which w16 holds already: wt goes. */
+static T ds3_saved_wt(struct bld *b, T wt, T w16, int dx)
+{
+	T kept = b->o->ds3_leaf_marks && dx && w16 == NO ? transpose_last2(b, wt) : NO;
+	unref(b, wt);
+	return kept;
+}
+
+/* What x's gradient reads for W ([out, in]): the kept view, or W itself
+ * (w) without one. */
+static T ds3_saved_read(T wt, T w)
+{
+	return wt != NO ? wt : w;
 }
 
 /* MulBackward0 of a · u (both kept, both requiring grad): *da = g · u,
@@ -1492,6 +1570,7 @@ static T head_fwd(struct bld *b, struct model *M, T x, struct pt *head, T *x2, T
 	uint64_t rows = o->shape[0] * o->shape[1], d = o->shape[2], V = b->s->tensor[head->w].shape[0];
 	b->module = modname(b, "lm_head");
 	mark(b, "fwd:lm_head:start");
+	ds3_mark(b, "fwd", "lm_head");
 	/* autocast's linear: W cast first (cached), then x; MmBackward keeps both */
 	T wm = head->w, xm = x;
 	M->head16 = NO;
@@ -1507,7 +1586,7 @@ static T head_fwd(struct bld *b, struct model *M, T x, struct pt *head, T *x2, T
 	T wt = transpose_last2(b, wm);
 	*lg = TMP("mm (lm_head)", b->s->tensor[*x2].dtype, rows, V);
 	op(b, AG_OP_MM, *x2, wt, NO, *lg, NO, NO);
-	unref(b, wt);
+	M->head_wt = ds3_saved_wt(b, wt, M->head16, RG(b, x));
 	if (!keep) { /* the view goes with matmul; x with the forward's `hidden_states` */
 		unref(b, *x2);
 		*x2 = NO;
@@ -1516,6 +1595,7 @@ static T head_fwd(struct bld *b, struct model *M, T x, struct pt *head, T *x2, T
 		unref(b, M->head16);
 		M->head16 = NO;
 	}
+	ds3_mark(b, "fwd_end", "lm_head");
 	mark(b, "fwd:lm_head:end");
 	b->module = -1;
 	/* Gemma2ForCausalLM.forward: logits / cap, tanh, * cap (the lm_head's
@@ -1573,6 +1653,7 @@ static T head_bwd(struct bld *b, struct model *M, T lsm, T tgt, T tw, T x2, stru
 		dlg = softcap_bwd(b, dlg, b->m->final_softcap, &M->fcap);
 	b->module = modname(b, "lm_head");
 	mark(b, "bwd:lm_head:start");
+	ds3_mark(b, "bwd", "lm_head");
 	/* mm_mat2_backward computes W^t's gradient in W^t's own (transposed)
 	 * layout, grad^t @ x, so that TBackward's view of it is W's
 	 * contiguous [V, d]; it comes first */
@@ -1587,10 +1668,12 @@ static T head_bwd(struct bld *b, struct model *M, T lsm, T tgt, T tw, T x2, stru
 	}
 	if (need_dx) {
 		dx = TMP("mm (lm_head input grad)", dt, b->o->batch * b->o->seq, w->shape[1]);
-		op(b, AG_OP_MM, dlg, w16 != NO ? w16 : head->w, NO, dx, NO, NO);
+		op(b, AG_OP_MM, dlg, ds3_saved_read(M->head_wt, w16 != NO ? w16 : head->w), NO, dx, NO, NO);
 	}
 	unref(b, dlg);
 	unref(b, x2);
+	unref(b, M->head_wt); /* MmBackward0 releases its saved mat2 */
+	M->head_wt = NO;
 	*held = NO;
 	if (b->o->amp != AG_F32) {
 		/* autocast: its saved 16-bit W goes; the casts' ToCopyBackward,
@@ -2218,11 +2301,15 @@ static T gpt2_block_fwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 	ref(b, hin);
 	/* residual = h; h = ln_1(h) */
 	b->module = modname(b, "transformer.h.%d.ln_1", i);
+	ds3_mark(b, "fwd", "transformer.h.%d.ln_1", i);
 	T x1 = layer_norm(b, hs, blk(M, b, i, "ln_1.weight"), blk(M, b, i, "ln_1.bias"), &s->ln1);
+	ds3_mark(b, "fwd_end", "transformer.h.%d.ln_1", i);
 	T residual = hs; /* the name moves */
 	b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
+	ds3_mark(b, "fwd", "transformer.h.%d.attn.c_attn", i);
 	T qkv = conv1d(b, x1, blk(M, b, i, "attn.c_attn.weight"), blk(M, b, i, "attn.c_attn.bias"),
 	               &s->attn_in);
+	ds3_mark(b, "fwd_end", "transformer.h.%d.attn.c_attn", i);
 	/* the attention's activations are qkv's dtype: bf16 under autocast */
 	enum ag_dtype dt = b->s->tensor[qkv].dtype;
 	/* split (views) and _split_heads (view, permute): q, k, v are
@@ -2307,8 +2394,10 @@ static T gpt2_block_fwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 		unref(b, ao);
 	}
 	b->module = modname(b, "transformer.h.%d.attn.c_proj", i);
+	ds3_mark(b, "fwd", "transformer.h.%d.attn.c_proj", i);
 	T po = conv1d(b, merged, blk(M, b, i, "attn.c_proj.weight"), blk(M, b, i, "attn.c_proj.bias"),
 	              &s->attn_out);
+	ds3_mark(b, "fwd_end", "transformer.h.%d.attn.c_proj", i);
 	unref(b, merged);
 	mark(b, "fwd:h.%d.attn.resid_dropout:start", i);
 	T pod = dropout(b, po, m->resid_pdrop, &s->drop_resid);
@@ -2328,9 +2417,13 @@ static T gpt2_block_fwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 	unref(b, x1); /* the name hidden_states is rebound to the sum (fp32: addmm's saved view holds it) */
 	s->rh1 = RG(b, residual);
 	b->module = modname(b, "transformer.h.%d.ln_2", i);
+	ds3_mark(b, "fwd", "transformer.h.%d.ln_2", i);
 	T x2 = layer_norm(b, residual, blk(M, b, i, "ln_2.weight"), blk(M, b, i, "ln_2.bias"), &s->ln2);
+	ds3_mark(b, "fwd_end", "transformer.h.%d.ln_2", i);
 	b->module = modname(b, "transformer.h.%d.mlp.c_fc", i);
+	ds3_mark(b, "fwd", "transformer.h.%d.mlp.c_fc", i);
 	T fc = conv1d(b, x2, blk(M, b, i, "mlp.c_fc.weight"), blk(M, b, i, "mlp.c_fc.bias"), &s->fc);
+	ds3_mark(b, "fwd_end", "transformer.h.%d.mlp.c_fc", i);
 	/* gelu_new: 0.5 * x * (1.0 + tanh(sqrt(2/pi) * (x + 0.044715 * pow(x, 3.0)))):
 	 * its nodes keep what they keep when c_fc's output requires grad */
 	int kg = s->rfc = RG(b, fc);
@@ -2371,7 +2464,9 @@ static T gpt2_block_fwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 		b->ckstop_drop = 1;
 	else
 		ckpt_stop(b);
+	ds3_mark(b, "fwd", "transformer.h.%d.mlp.c_proj", i);
 	T mo = conv1d(b, gl, blk(M, b, i, "mlp.c_proj.weight"), blk(M, b, i, "mlp.c_proj.bias"), &s->proj);
+	ds3_mark(b, "fwd_end", "transformer.h.%d.mlp.c_proj", i);
 	unref(b, gl);
 	mark(b, "fwd:h.%d.mlp.dropout:start", i);
 	T mod_ = dropout(b, mo, m->resid_pdrop, &s->drop_mlp);
@@ -2405,8 +2500,11 @@ static T gpt2_block_bwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 		                            : dropout_bwd(b, gx, !s->rh1, s->drop_mlp);
 		if (b->o->amp != AG_F32 && !s->rh1) /* the residual requires no grad (--freeze): gx is the node's alone */
 			unref(b, gx);
+		ds3_mark(b, "bwd", "transformer.h.%d.mlp.c_proj", i);
 		dgl = conv1d_bwd(b, gmo, 1, &s->proj, blk(M, b, i, "mlp.c_proj.weight"),
 		                 blk(M, b, i, "mlp.c_proj.bias"));
+		if (dgl != NO)
+			ds3_mark(b, "bwd_end", "transformer.h.%d.mlp.c_proj", i);
 	}
 	b->module = modname(b, "transformer.h.%d.mlp.c_fc", i);
 	if (dgl != NO) {
@@ -2458,12 +2556,20 @@ static T gpt2_block_bwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 		arrive(b, &acc, dh);
 		T acc2 = acc;
 		/* c_fc's AddmmBackward */
+		ds3_mark(b, "bwd", "transformer.h.%d.mlp.c_fc", i);
 		dx2 = conv1d_bwd(b, acc2, 1, &s->fc, blk(M, b, i, "mlp.c_fc.weight"),
 		                 blk(M, b, i, "mlp.c_fc.bias"));
+		if (dx2 != NO)
+			ds3_mark(b, "bwd_end", "transformer.h.%d.mlp.c_fc", i);
 	}
 	b->module = modname(b, "transformer.h.%d.ln_2", i);
-	if (dx2 != NO) /* the residual's input buffer: gx + ln_2's dx */
-		layer_norm_bwd_to(b, dx2, &s->ln2, blk(M, b, i, "ln_2.weight"), blk(M, b, i, "ln_2.bias"), &g2);
+	if (dx2 != NO) { /* the residual's input buffer: gx + ln_2's dx */
+		ds3_mark(b, "bwd", "transformer.h.%d.ln_2", i);
+		T lb;
+		layer_norm_bwd_to(b, dx2, &s->ln2, blk(M, b, i, "ln_2.weight"), blk(M, b, i, "ln_2.bias"),
+		                  ds3_buf(b, &g2, &lb));
+		ds3_hand(b, &g2, &lb, "transformer.h.%d.ln_2", i);
+	}
 	if (g2 == NO)
 		return NO;
 	/* AddBackward (attn + residual): g2 to both; the attention first */
@@ -2474,8 +2580,11 @@ static T gpt2_block_bwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 		                            : dropout_bwd(b, g2, !s->rin, s->drop_resid);
 		if (b->o->amp != AG_F32 && !s->rin) /* as gx's above */
 			unref(b, g2);
+		ds3_mark(b, "bwd", "transformer.h.%d.attn.c_proj", i);
 		dm = conv1d_bwd(b, gpo, 1, &s->attn_out, blk(M, b, i, "attn.c_proj.weight"),
 		                blk(M, b, i, "attn.c_proj.bias"));
+		if (dm != NO)
+			ds3_mark(b, "bwd_end", "transformer.h.%d.attn.c_proj", i);
 	}
 	b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
 	T dqkv = NO;
@@ -2535,12 +2644,21 @@ static T gpt2_block_bwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 		unref(b, dk);
 		unref(b, dqq);
 	}
-	if (dqkv != NO)
+	if (dqkv != NO) {
+		ds3_mark(b, "bwd", "transformer.h.%d.attn.c_attn", i);
 		dx1 = conv1d_bwd(b, dqkv, 1, &s->attn_in, blk(M, b, i, "attn.c_attn.weight"),
 		                 blk(M, b, i, "attn.c_attn.bias"));
+		if (dx1 != NO)
+			ds3_mark(b, "bwd_end", "transformer.h.%d.attn.c_attn", i);
+	}
 	b->module = modname(b, "transformer.h.%d.ln_1", i);
-	if (dx1 != NO)
-		layer_norm_bwd_to(b, dx1, &s->ln1, blk(M, b, i, "ln_1.weight"), blk(M, b, i, "ln_1.bias"), &g3);
+	if (dx1 != NO) {
+		ds3_mark(b, "bwd", "transformer.h.%d.ln_1", i);
+		T lb;
+		layer_norm_bwd_to(b, dx1, &s->ln1, blk(M, b, i, "ln_1.weight"), blk(M, b, i, "ln_1.bias"),
+		                  ds3_buf(b, &g3, &lb));
+		ds3_hand(b, &g3, &lb, "transformer.h.%d.ln_1", i);
+	}
 	return g3;
 }
 
@@ -2573,8 +2691,10 @@ static void gpt2_step(struct bld *b, struct model *M)
 	unref(b, pos);
 	b->module = modname(b, "transformer.wte");
 	mark(b, "fwd:wte:start");
+	ds3_mark(b, "fwd", "transformer.wte");
 	T ie = TMP("embedding (wte)", b->o->mdt, B, Tn, d);
 	op(b, AG_OP_EMBEDDING, wte->w, M->ids, NO, ie, NO, NO);
+	ds3_mark(b, "fwd_end", "transformer.wte");
 	if (b->o->recompute && wte->frozen && !wpe->frozen) /* AddBackward's gradient to both: which copies is not traced */
 		unsupported(b, "under --recompute full, transformer.wte frozen with transformer.wpe trained");
 	else
@@ -2582,8 +2702,10 @@ static void gpt2_step(struct bld *b, struct model *M)
 	mark(b, "fwd:wte:end");
 	b->module = modname(b, "transformer.wpe");
 	mark(b, "fwd:wpe:start");
+	ds3_mark(b, "fwd", "transformer.wpe");
 	T pe = TMP("embedding (wpe)", b->o->mdt, 1, Tn, d);
 	op(b, AG_OP_EMBEDDING, wpe->w, pos2, NO, pe, NO, NO);
+	ds3_mark(b, "fwd_end", "transformer.wpe");
 	mark(b, "fwd:wpe:end");
 	b->module = -1;
 	/* the embedding's backward keeps the indices: pos2's holder goes to
@@ -2605,7 +2727,9 @@ static void gpt2_step(struct bld *b, struct model *M)
 	b->module = modname(b, "transformer.ln_f");
 	mark(b, "fwd:ln_f:start");
 	struct ln_saved lnf;
+	ds3_mark(b, "fwd", "transformer.ln_f");
 	T xf = layer_norm(b, hs, lnfw, lnfb, &lnf);
+	ds3_mark(b, "fwd_end", "transformer.ln_f");
 	mark(b, "fwd:ln_f:end");
 	unref(b, hs); /* the caller rebinds `hidden_states` after the module's hooks */
 	T xf2, lg, lsm, tgt, tw;
@@ -2628,7 +2752,11 @@ static void gpt2_step(struct bld *b, struct model *M)
 	if (dxf != NO) {
 		mark(b, "bwd:ln_f:start");
 		mark(b, "bwd:lm_head:end");
-		layer_norm_bwd_to(b, dxf, &lnf, lnfw, lnfb, &gx);
+		ds3_mark(b, "bwd_end", "lm_head");
+		ds3_mark(b, "bwd", "transformer.ln_f");
+		T lb;
+		layer_norm_bwd_to(b, dxf, &lnf, lnfw, lnfb, ds3_buf(b, &gx, &lb));
+		ds3_hand(b, &gx, &lb, "transformer.ln_f");
 	}
 	/* gx: the gradient of block i's output, NO where it requires none (nor
 	 * then does any block below) */
@@ -2671,6 +2799,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 				unref(b, gx); /* validate_outputs replaces it by its sum */
 		}
 		mark(b, "bwd:wpe:start");
+		ds3_mark(b, "bwd", "transformer.wpe");
 		T dwpe = like(b, "embedding_dense_backward (wpe)", wpe->w);
 		op(b, AG_OP_EMBEDDING_BWD, dpe, pos2, NO, dwpe, NO, NO);
 		unref(b, dpe);
@@ -2680,6 +2809,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 	b->module = modname(b, "transformer.wte");
 	if (!wte->frozen) {
 		mark(b, "bwd:wte:start");
+		ds3_mark(b, "bwd", "transformer.wte");
 		embedding_bwd(b, M, gx, wte, held);
 	} else if (M->leaf != NO) {
 		mark(b, "bwd:wte:start");
@@ -2702,6 +2832,8 @@ static void gpt2_step(struct bld *b, struct model *M)
 struct lin_saved {
 	T x2;
 	T w16;      /* autocast: the saved 16-bit W (NO: W itself) */
+	T wt;       /* ds3_leaf_marks: MmBackward0's saved mat2, the weight.t() view made in forward, which x's
+	             * gradient reads (NO: W read itself, or x requires no grad) */
 	int xcast;  /* autocast: x was cast */
 	uint64_t rows, in;
 	int node, dx, dw; /* as conv_saved's (--freeze) */
@@ -2712,7 +2844,7 @@ struct lin_saved {
  * activation (sv's x2 NO); x's gradient where x requires grad. */
 static T q4_lin(struct bld *b, T x, struct pt *w, struct pt *bias, struct lin_saved *sv)
 {
-	sv->x2 = sv->w16 = NO, sv->xcast = 0, sv->dw = sv->db = 0;
+	sv->x2 = sv->w16 = sv->wt = NO, sv->xcast = 0, sv->dw = sv->db = 0;
 	T r = q4_linear(b, x, w, bias, &sv->rows, &sv->in, &sv->dx, &sv->xcast);
 	sv->node = sv->dx;
 	return r;
@@ -2735,10 +2867,11 @@ static T linear(struct bld *b, T x, struct pt *w, struct lin_saved *sv)
 	T wt = transpose_last2(b, wm);
 	T y = TMP("mm (linear)", b->s->tensor[x2].dtype, rows, out);
 	op(b, AG_OP_MM, x2, wt, NO, y, NO, NO);
-	unref(b, wt);
 	/* mm's self is saved only for mat2's (W^t's) gradient */
 	sv->rows = rows, sv->in = in;
 	sv->dx = RG(b, x2), sv->dw = RG(b, w->w), sv->node = sv->dx || sv->dw;
+	/* mat2 (wt) is saved for self's gradient: ds3_saved_wt */
+	sv->wt = ds3_saved_wt(b, wt, sv->w16, sv->dx);
 	sv->x2 = x2;
 	if (!sv->dw) {
 		unref(b, x2);
@@ -2779,12 +2912,14 @@ static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, stru
 	}
 	if (sv->dx) {
 		dx = TMP("mm (linear backward, input)", go_.dtype, rows, in);
-		op(b, AG_OP_MM, g2, sv->w16 != NO ? sv->w16 : w->w, NO, dx, NO, NO);
+		op(b, AG_OP_MM, g2, ds3_saved_read(sv->wt, sv->w16 != NO ? sv->w16 : w->w), NO, dx, NO, NO);
 	}
 	unref(b, g2);
 	if (owned)
 		unref(b, g);
 	unref(b, sv->x2);
+	unref(b, sv->wt); /* the node releases its saved variables: mat2 */
+	sv->wt = NO;
 	if (sv->w16 != NO)
 		unref(b, sv->w16);
 	/* ViewBackward (x.view(-1, in)) hands on a view of it in x's shape;
@@ -2910,6 +3045,7 @@ static T linear_b(struct bld *b, T x, struct pt *w, struct pt *bias, struct lin_
 		return linear(b, x, w, sv);
 	if (w->q4 >= 0)
 		return q4_lin(b, x, w, bias, sv);
+	sv->wt = NO; /* AddmmBackward's saved W^t: not kept (ds3_leaf_marks refuses biased q/k/v) */
 	if (b->o->amp != AG_F32) {
 		T r = linear_b_amp(b, x, w, bias, sv);
 		return w->lora >= 0 ? lora_fwd(b, x, r, w->lora) : r;
@@ -4991,8 +5127,11 @@ static T head_states(struct bld *b, struct model *M, T x, int i, int part, uint6
                      struct rms_saved *ns)
 {
 	uint64_t B = b->o->batch, Tn = b->o->seq, hd = b->m->head_dim;
+	const char *qkv = (const char *const[]){ "q", "k", "v" }[part];
+	ds3_mark(b, "fwd", "model.layers.%d.self_attn.%s_proj", i, qkv);
 	T y = linear_b(b, x, PP(M, b, part, "model.layers.%d.self_attn.{q,k,v}_proj.weight", i), qkv_bias(M, b, i, part),
 	               ls);
+	ds3_mark(b, "fwd_end", "model.layers.%d.self_attn.%s_proj", i, qkv);
 	struct pt *nw = qk_norm(M, b, i, part);
 	if (nw && ns) { /* v has none (ns NULL) */
 		T y4 = reshape(b, y, 4, SH(B, Tn, n, hd));
@@ -5054,8 +5193,12 @@ static void head_states_bwd(struct bld *b, struct model *M, T g, int i, int part
 	/* autocast: bf16 for a bf16 state (qwen3's: the norm's input's) */
 	T c = heads_grad_merged(b, pv, n);
 	unref(b, pv);
+	const char *qkv = (const char *const[]){ "q", "k", "v" }[part];
+	ds3_mark(b, "bwd", "model.layers.%d.self_attn.%s_proj", i, qkv);
+	T lb;
 	linear_b_bwd(b, c, 1, ls, PP(M, b, part, "model.layers.%d.self_attn.{q,k,v}_proj.weight", i),
-	             qkv_bias(M, b, i, part), xbuf);
+	             qkv_bias(M, b, i, part), ds3_buf(b, xbuf, &lb));
+	ds3_hand(b, xbuf, &lb, "model.layers.%d.self_attn.%s_proj", i, qkv);
 }
 
 /* Phi-3's q, k, v (modeling_phi3.py 00d4b3d2142c, Phi3Attention.forward):
@@ -5219,13 +5362,18 @@ static void swiglu_bwd(struct bld *b, struct model *M, int i, T dmu, struct llam
 	T dsl, dup;
 	mul_bwd(b, "mul (swiglu backward)", dmu, s->silu_o, s->up_o, &dsl, &dup);
 	const char *gun = "model.layers.%d.mlp.{gate,up}_proj.weight";
-	linear_bwd(b, dup, 1, &s->up, PP(M, b, 1, gun, i), xbuf);
+	ds3_mark(b, "bwd", "model.layers.%d.mlp.up_proj", i);
+	T lb;
+	linear_bwd(b, dup, 1, &s->up, PP(M, b, 1, gun, i), ds3_buf(b, xbuf, &lb));
+	ds3_hand(b, xbuf, &lb, "model.layers.%d.mlp.up_proj", i);
 	/* gemma's GeluBackward0 (gelu_backward, approximate "tanh") in SiLU's place */
 	T dgp = like(b, b->m->gemma ? "gelu_backward" : "silu_backward", s->gate_o);
 	op(b, b->m->gemma ? AG_OP_GELU_TANH_BWD : AG_OP_SILU_BWD, dsl, s->gate_o, NO, dgp, NO, NO);
 	unref(b, dsl);
 	unref(b, s->gate_o);
-	linear_bwd(b, dgp, 1, &s->gate, PP(M, b, 0, gun, i), xbuf);
+	ds3_mark(b, "bwd", "model.layers.%d.mlp.gate_proj", i);
+	linear_bwd(b, dgp, 1, &s->gate, PP(M, b, 0, gun, i), ds3_buf(b, xbuf, &lb));
+	ds3_hand(b, xbuf, &lb, "model.layers.%d.mlp.gate_proj", i);
 }
 
 /* Gemma 2 and Gemma 3's text model (tests/hf_torch.py Gemma2ForCausalLM:
@@ -5639,7 +5787,9 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 		lcm = s->swmask;
 	}
 	b->module = modname(b, "model.layers.%d.input_layernorm", i);
+	ds3_mark(b, "fwd", "model.layers.%d.input_layernorm", i);
 	T x1 = rmsnorm(b, hs, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &s->n1);
+	ds3_mark(b, "fwd_end", "model.layers.%d.input_layernorm", i);
 	T residual = hs;
 	b->module = modname(b, "model.layers.%d.self_attn.{q,k,v}_proj", i);
 	/* q, k, v: view(B, T, n, hd).transpose(1, 2) of each projection
@@ -5822,7 +5972,9 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 		s->qf = qf;
 	}
 	b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
+	ds3_mark(b, "fwd", "model.layers.%d.self_attn.o_proj", i);
 	T po = linear(b, ac, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &s->o);
+	ds3_mark(b, "fwd_end", "model.layers.%d.self_attn.o_proj", i);
 	s->rpo = RG(b, po);
 	unref(b, ac);
 	if (!sdpa && s->qf != NO)
@@ -5862,8 +6014,10 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 	const char *n2name = m->gemma ? "model.layers.%d.pre_feedforward_layernorm"
 	                              : "model.layers.%d.post_attention_layernorm";
 	b->module = modname(b, n2name, i);
+	ds3_mark(b, "fwd", "model.layers.%d.post_attention_layernorm", i);
 	T x2 = rmsnorm(b, h2, PF(M, b, m->gemma ? "model.layers.%d.pre_feedforward_layernorm.weight"
 	                                         : "model.layers.%d.post_attention_layernorm.weight", i), &s->n2);
+	ds3_mark(b, "fwd_end", "model.layers.%d.post_attention_layernorm", i);
 	const char *gun = "model.layers.%d.mlp.{gate,up}_proj.weight";
 	T mu = NO, mo = NO;
 	if (m->experts > 0) /* mixtral: its block in the MLP's place */
@@ -5873,14 +6027,18 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 		mu = phi3_mlp(b, M, x2, i, &s->gate, &s->gate_o, &s->silu_o, &s->up_o, &s->km);
 	} else {
 		b->module = modname(b, "model.layers.%d.mlp.{gate,up}_proj", i);
+		ds3_mark(b, "fwd", "model.layers.%d.mlp.gate_proj", i);
 		T gp = linear(b, x2, PP(M, b, 0, gun, i), &s->gate);
+		ds3_mark(b, "fwd_end", "model.layers.%d.mlp.gate_proj", i);
 		/* gemma: ACT2FN gelu_pytorch_tanh, one op (GeluBackward0 keeps its input) */
 		T sl = like(b, m->gemma ? "gelu (tanh)" : "silu", gp);
 		op(b, m->gemma ? AG_OP_GELU_TANH : AG_OP_SILU, gp, NO, NO, sl, NO, NO);
 		int km = s->km = RG(b, gp);
 		if (!km) /* no SiluBackward keeps it: the temporary goes */
 			unref(b, gp);
+		ds3_mark(b, "fwd", "model.layers.%d.mlp.up_proj", i);
 		T up = linear(b, x2, PP(M, b, 1, gun, i), &s->up);
+		ds3_mark(b, "fwd_end", "model.layers.%d.mlp.up_proj", i);
 		if (RG(b, up) != km)
 			unsupported(b, "a layer whose MLP input requires no grad with one of gate_proj and up_proj "
 			            "frozen");
@@ -5899,7 +6057,9 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 		 * saved tensors (llama; the residual add saves none), before
 		 * its output */
 		ckpt_stop(b);
+		ds3_mark(b, "fwd", "model.layers.%d.mlp.down_proj", i);
 		mo = linear(b, mu, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &s->down);
+		ds3_mark(b, "fwd_end", "model.layers.%d.mlp.down_proj", i);
 		unref(b, mu);
 	}
 	s->rmo = RG(b, mo);
@@ -5970,8 +6130,12 @@ static T llama_layer_bwd(struct bld *b, struct model *M, struct llama_layer_save
 		if (s->moe.ex != NULL) {
 			moe_bwd(b, M, g, i, &s->moe, &dx2);
 			unref(b, g);
-		} else
+		} else {
+			ds3_mark(b, "bwd", "model.layers.%d.mlp.down_proj", i);
 			linear_bwd(b, g, 1, &s->down, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &dmu);
+			if (dmu != NO)
+				ds3_mark(b, "bwd_end", "model.layers.%d.mlp.down_proj", i);
+		}
 	}
 	if (phi3) {
 		b->module = modname(b, "model.layers.%d.mlp.gate_up_proj", i);
@@ -5984,10 +6148,14 @@ static T llama_layer_bwd(struct bld *b, struct model *M, struct llama_layer_save
 	}
 	b->module = modname(b, m->gemma ? "model.layers.%d.pre_feedforward_layernorm"
 	                                : "model.layers.%d.post_attention_layernorm", i);
-	if (dx2 != NO)
+	if (dx2 != NO) {
+		ds3_mark(b, "bwd", "model.layers.%d.post_attention_layernorm", i);
+		T lb;
 		rmsnorm_bwd(b, dx2, &s->n2, PF(M, b, m->gemma ? "model.layers.%d.pre_feedforward_layernorm.weight"
 		                                                 : "model.layers.%d.post_attention_layernorm.weight", i),
-		            &hbuf);
+		            ds3_buf(b, &hbuf, &lb));
+		ds3_hand(b, &hbuf, &lb, "model.layers.%d.post_attention_layernorm", i);
+	}
 	if (hbuf == NO)
 		return NO;
 	/* AddBackward (residual + attn): to both; the attention first */
@@ -6013,7 +6181,10 @@ static T llama_layer_bwd(struct bld *b, struct model *M, struct llama_layer_save
 			b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
 			g = dpo;
 		}
+		ds3_mark(b, "bwd", "model.layers.%d.self_attn.o_proj", i);
 		linear_bwd(b, g, 1, &s->o, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &dac);
+		if (dac != NO)
+			ds3_mark(b, "bwd_end", "model.layers.%d.self_attn.o_proj", i);
 	}
 	b->module = modname(b, "model.layers.%d.self_attn.{q,k,v}_proj", i);
 	T dv = NO, kbuf = NO, qbuf = NO, pass[3] = { NO, NO, NO };
@@ -6111,16 +6282,24 @@ static T llama_layer_bwd(struct bld *b, struct model *M, struct llama_layer_save
 		if (sdpa && kv == h && j == 0) {
 			T c = reshape(b, dv, 3, SH(B, Tn, n * hd));
 			unref(b, dv);
+			ds3_mark(b, "bwd", "model.layers.%d.self_attn.v_proj", i);
+			T lb;
 			linear_bwd(b, c, 1, ls[j], PP(M, b, part[j], "model.layers.%d.self_attn.{q,k,v}_proj.weight", i),
-			           &xbuf1);
+			           ds3_buf(b, &xbuf1, &lb));
+			ds3_hand(b, &xbuf1, &lb, "model.layers.%d.self_attn.v_proj", i);
 			continue;
 		}
 		if (proj[j] != NO) /* k's: NO where k requires no grad */
 			head_states_bwd(b, M, proj[j], i, part[j], n, ls[j], g3 ? NULL : hn[j], &xbuf1);
 	}
 	b->module = modname(b, "model.layers.%d.input_layernorm", i);
-	if (xbuf1 != NO)
-		rmsnorm_bwd(b, xbuf1, &s->n1, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &rbuf);
+	if (xbuf1 != NO) {
+		ds3_mark(b, "bwd", "model.layers.%d.input_layernorm", i);
+		T lb;
+		rmsnorm_bwd(b, xbuf1, &s->n1, PF(M, b, "model.layers.%d.input_layernorm.weight", i),
+		            ds3_buf(b, &rbuf, &lb));
+		ds3_hand(b, &rbuf, &lb, "model.layers.%d.input_layernorm", i);
+	}
 	return rbuf;
 }
 
@@ -6203,8 +6382,10 @@ static void llama_step(struct bld *b, struct model *M)
 	mark(b, "phase:forward");
 	b->module = modname(b, "model.embed_tokens");
 	mark(b, "fwd:embed_tokens:start");
+	ds3_mark(b, "fwd", "model.embed_tokens");
 	T ie = TMP("embedding (embed_tokens)", b->o->mdt, B, Tn, d);
 	op(b, AG_OP_EMBEDDING, emb->w, M->ids, NO, ie, NO, NO);
+	ds3_mark(b, "fwd_end", "model.embed_tokens");
 	input_require_grads(b, M, emb, ie);
 	if (g3) { /* Gemma3TextScaledWordEmbedding: the lookup * embed_scale (a buffer MulBackward0 keeps) */
 		T sc = like(b, "mul (embedding * embed_scale)", ie);
@@ -6295,7 +6476,9 @@ static void llama_step(struct bld *b, struct model *M)
 	b->module = modname(b, "model.norm");
 	mark(b, "fwd:norm:start");
 	struct rms_saved ns;
+	ds3_mark(b, "fwd", "model.norm");
 	T xn = rmsnorm(b, hs, nw, &ns);
+	ds3_mark(b, "fwd_end", "model.norm");
 	mark(b, "fwd:norm:end");
 	unref(b, hs); /* the caller rebinds `hidden_states` after the module's hooks */
 	T xn2, lg, lsm, tgt, tw;
@@ -6347,7 +6530,11 @@ static void llama_step(struct bld *b, struct model *M)
 		mark(b, "bwd:lm_head:end");
 		T dxn3 = reshape(b, dxn, 3, SH(B, Tn, d));
 		unref(b, dxn);
-		rmsnorm_bwd(b, dxn3, &ns, nw, &xbuf);
+		ds3_mark(b, "bwd_end", "lm_head");
+		ds3_mark(b, "bwd", "model.norm");
+		T lb;
+		rmsnorm_bwd(b, dxn3, &ns, nw, ds3_buf(b, &xbuf, &lb));
+		ds3_hand(b, &xbuf, &lb, "model.norm");
 	}
 	for (int i = (int)L - 1; i >= 0 && xbuf != NO; i--)
 		xbuf = layer_bwd(b, M, &lf, saved, i, (int)L, "layers", "norm", xbuf);
@@ -6383,8 +6570,10 @@ static void llama_step(struct bld *b, struct model *M)
 		b->module = modname(b, "model.embed_tokens");
 		if (M->leaf != NO)
 			leaf_grad(M, xbuf);
-		else
+		else {
+			ds3_mark(b, "bwd", "model.embed_tokens");
 			embedding_bwd(b, M, xbuf, emb, held);
+		}
 	}
 	unref(b, one);
 	free(S);
@@ -6948,6 +7137,24 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (m->unrun[0] != '\0')
 		return refuse(cause, "--model %s: %s; the PyTorch step is described for those numerics only", m->name,
 		              m->unrun);
+	/* DeepSpeed's ZeRO-3 leaf marks (ds3_mark): gpt2's modules and
+	 * llama's layer so far; a family whose leaves differ (phi3's fused
+	 * projections, the gemmas' extra norms, qwen3's q_norm and k_norm, a
+	 * mixture's experts) or an adapter's, by name */
+	if (o->ds3_leaf_marks) {
+		const char *no = m->hf_fused     ? "fused qkv_proj and gate_up_proj"
+		                 : m->qkv_bias    ? "q_proj, k_proj and v_proj with biases"
+		                 : m->gemma       ? "the gemmas' extra norms"
+		                 : m->qk_norm     ? "q_norm and k_norm"
+		                 : m->experts > 0 ? "a mixture's experts"
+		                 : o->lora_r      ? "--lora-r"
+		                 : o->quant_nf4   ? "--quant-base nf4"
+		                 : o->recompute   ? "--recompute full"
+		                                  : NULL;
+		if (no)
+			return refuse(cause, "--model %s: DeepSpeed's ZeRO-3 module marks over %s are not described yet",
+			              m->name, no);
+	}
 	if (o->optimizer != ZS_ADAM)
 		return refuse(cause, "--optimizer: the PyTorch step describes Adam only");
 	/* --torch-device cuda: the plain loop's step with the CUDA rules, each

@@ -368,6 +368,17 @@ struct ag_options {
 	 * ":bwd", ":bwd_end"; B likewise), where PEFT's wrap policy makes
 	 * lora_A and lora_B units of their own; the pass consumes them. */
 	int fsdp_unit_marks;
+	/* DeepSpeed's ZeRO-3 hooks (util/ag_ds3.c, docs/schedule.md "ZeRO-3
+	 * over the PyTorch step"): marks "ds3:NAME:fwd", ":fwd_end", ":bwd",
+	 * ":bwd_end" at each leaf module that owns parameters (Hugging Face's
+	 * names; Llama's q/k/v_proj and gate/up_proj each its own), where its
+	 * pre-/post-forward hook and its pre-/post-backward Function run
+	 * (a module whose inputs require no grad has no ":bwd_end"); and
+	 * F.linear's saved weight.t() kept as a view that its backward reads.
+	 * gpt2 and llama's layer (no fused, normed or biased q/k/v, no
+	 * mixture, no LoRA, no 4-bit base) so far; 0 leaves every list as it
+	 * was. */
+	int ds3_leaf_marks;
 	/* --wrapper fsdp's backward_prefetch BACKWARD_PRE (--prefetch
 	 * backward-pre, 2.6 only): each block's pre-backward hook gathers the
 	 * block before it too (util/ag_fsdp.c). */
