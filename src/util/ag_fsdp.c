@@ -679,12 +679,12 @@ static int fsdp_list(const struct fsdp_run *r, const struct ag_event *src, size_
 				if (lazy)
 					lazy_init(p_, u, order, nu);
 				lazy = 0;
-				if (first)
+				if (first && micro == 0)
 					check_order(p_, world);
 				unshard_gather(p_, root, ZS_PH_FORWARD);
 			} else if ((v = block_mark(e, u, nu, "fwd", "start")) != NULL) {
 				agp_record_function(p_, o, ZS_PH_FORWARD);
-				if (first)
+				if (first && micro == 0)
 					check_order(p_, world);
 				unshard_gather(p_, v, ZS_PH_FORWARD);
 				agp_copy(p_, e);
@@ -987,8 +987,10 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 	 * frozen prefix's: no pre-backward hook, no backward mark) keeps the
 	 * copy its first forward gathered for good (_catch_all_reshard skips
 	 * it: the unit's post-forward reshard, 2710-2713, left its flat
-	 * parameter on the shard) -- the first step's own, as Adam's state */
-	for (size_t k = 0; k < nu && shard_grad_op; k++) {
+	 * parameter on the shard) -- the first step's own, as Adam's state;
+	 * where step 1 is a list of its own, its forward's unshard gathers it
+	 * and its post-forward keeps it (post_forward) */
+	for (size_t k = 0; k < nu && shard_grad_op && s->step1 == NULL; k++) {
 		struct unit *v = &u[post[k]];
 		int bwd = v->ckpt;
 		for (size_t i = 0; i < s->nevents && !bwd; i++)
