@@ -138,10 +138,11 @@ case_() {
 			exit 99
 		fi
 	done
-	# (and 1.13's first step, a list of its own with frozen units and
-	# PEFT's adapter units too: ft_cmp.py --first against step_peaks[0])
+	# (and the first step, a list of its own with frozen units and PEFT's
+	# adapter units too, 1.13's and 2.6's: ft_cmp.py --first against
+	# step_peaks[0])
 	"$py" "$src/tests/ft_cmp.py" "$tmp/$label.json" "$tmp/$label.theory.json" "$tmp/$label.measure.json" "$label" \
-		$([ "$mode" = torch26 ] || echo --first) || status=1
+		--first || status=1
 	"$py" "$tmp/coll.py" "$tmp/$label.json" "$tmp/$label.measure.json" "$label" || status=1
 }
 

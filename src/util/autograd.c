@@ -6391,16 +6391,12 @@ const char *ag_step1_lacking(const struct zs_config *c)
 	 * find_unused_parameters, whose buckets are never rebuilt, whose
 	 * unused grads step 1 leaves None and whose _DDPSink clones step 1's
 	 * own outputs: not described yet; util/ag_ddp.c);
-	 * FSDP's of 1.13, under accumulation, frozen units and PEFT's
-	 * adapter units too (util/ag_fsdp.c, held to 1.13's step_peaks[0] by
-	 * tests/hf_torch.sh, ft_fsdp.sh and ft_fsdp_lora.sh); 2.6's FSDP
-	 * (its lazy init and order checks are other code) keeps the steady
-	 * list alone so far, and DeepSpeed's passes rewrite the steady list
-	 * alone (util/ag_ds.c, util/ag_ds3.c) */
+	 * FSDP's of 1.13 and 2.6, under accumulation, frozen units and
+	 * PEFT's adapter units too (util/ag_fsdp.c, held to step_peaks[0] by
+	 * tests/hf_torch.sh, ft_fsdp.sh and ft_fsdp_lora.sh); DeepSpeed's
+	 * passes rewrite the steady list alone (util/ag_ds.c, util/ag_ds3.c) */
 	if (c->wrapper == ZS_WRAPPER_DDP && c->ddp_find_unused)
 		return "--wrapper ddp with --ddp-find-unused on";
-	if (c->wrapper == ZS_WRAPPER_FSDP && c->torch_version != ZS_TORCH_1_13)
-		return "--wrapper fsdp under --torch-version 2.6";
 	if (c->wrapper == ZS_WRAPPER_DEEPSPEED)
 		return "--wrapper deepspeed";
 	return NULL;

@@ -393,7 +393,7 @@ struct ag_options {
 	 * (docs/schedule.md, "The first step"). ag_options_from_config sets it
 	 * for the plain loop (--wrapper none) and DDP (--wrapper ddp, dp and
 	 * zero1; find_unused_parameters False: util/ag_ddp.c runs it on the
-	 * constructor's buckets) and FSDP of 1.13 (util/ag_fsdp.c); the other
+	 * constructor's buckets) and FSDP (util/ag_fsdp.c); the other
 	 * passes take the steady list alone so far (ag_step1_lacking), where
 	 * --steps 1 is refused (ag_step1_check). */
 	int step1;
