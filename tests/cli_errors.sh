@@ -927,6 +927,27 @@ for cmd in measure theory; do
 	# bytes), with --fsdp-no-sync; the engine's own wrappers still refuse it
 	try 0 "" $cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --grad-accum 2 \
 		--fsdp-no-sync off --out "$tmp/fsdp-k2.json"
+	# --steps 1 where the first step is no list of its own (util/autograd.c
+	# ag_step1_lacking: the one step would be the steady step's over the
+	# set-up's state, a peak PyTorch never reaches): refused by name
+	s1="has no first step of its own yet (its one step would be the steady step's over the set-up's state, which PyTorch never runs); give --steps 2"
+	try 2 "--steps 1: --wrapper ddp with --ddp-find-unused on $s1" \
+		$cmd --framework torch $ddp --schemes dp --torch-version 1.13 --ddp-find-unused on --steps 1 --out "$keep"
+	try 2 "--steps 1: --wrapper deepspeed $s1" \
+		$cmd --framework deepspeed --model "$tiny" --wrapper deepspeed --world 2 --schemes zero2 --precision fp32 \
+		--torch-version 1.13 --torch-device cpu --steps 1 --out "$keep"
+	# (a mixture's theory takes a run's routing: measure's alone here)
+	if [ $cmd = measure ]; then
+		try 2 "--steps 1: a mixture of experts $s1" \
+			$cmd --framework torch --model "$tmp/moe-one.json" --wrapper none --world 1 --precision fp32 \
+			--torch-device cpu --torch-version 1.13 --attn eager --steps 1 --out "$keep"
+	fi
+	# (and where it is one, --steps 1 runs: FSDP's, 1.13's and 2.6's,
+	# under accumulation and with frozen units too)
+	try 0 "" $cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --steps 1 \
+		--out "$tmp/fsdp-s1-$cmd.json"
+	try 0 "" $cmd --framework torch $fsdp --world 2 --schemes zero2 --torch-version 2.6 --grad-accum 2 \
+		--freeze blocks:0-0 --steps 1 --out "$tmp/fsdp-s1-k2-$cmd.json"
 	try 2 "--grad-accum 2: only with --framework paper, --framework torch and --wrapper none, ddp or fsdp, or --framework deepspeed, so far (--wrapper auto, the engine's own DDP and FSDP step, takes no accumulation yet)" \
 		$cmd --framework torch --model "$tiny" --wrapper auto --world 2 --schemes zero3 --grad-accum 2 --out "$keep"
 	# a message names the option as given (--fsdp-no-sync is --ddp-no-sync's

@@ -2322,10 +2322,13 @@ static int sharded_param(const struct ag_exec *x, unsigned n, uint32_t t, float 
 	                            s->tensor[v].param == a->param && s->tensor[v].part == a->part))
 		v++;
 	/* (a unit SHARD_GRAD_OP keeps gathered from its first forward on is
-	 * gathered in the first step's own list alone) */
+	 * gathered in the first step alone: its prefix, or its own list) */
 	uint32_t sh = AG_NONE;
-	for (size_t i = 0; v < s->ntensors && i < s->nevents + s->nfirst && sh == AG_NONE; i++) {
-		const struct ag_event *e = i < s->nevents ? &s->event[i] : &s->first_step[i - s->nevents];
+	const size_t n1 = s->nevents + s->nfirst;
+	for (size_t i = 0; v < s->ntensors && i < n1 + s->nstep1 && sh == AG_NONE; i++) {
+		const struct ag_event *e = i < s->nevents ? &s->event[i]
+		                           : i < n1       ? &s->first_step[i - s->nevents]
+		                                          : &s->step1[i - n1];
 		if (e->kind == AG_EV_OP && e->op == AG_OP_ALL_GATHER && e->out[0] == s->tensor[v].storage)
 			sh = e->in[0];
 	}

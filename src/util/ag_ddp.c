@@ -774,6 +774,9 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 {
 	/* torch's zero1 (--schemes zero1): Adam inside ZeroRedundancyOptimizer
 	 * over the ranks, util/ag_zero1.h; DDP's pass the same */
+	/* --steps 1 where step 1 is not a list of its own: refused by name */
+	if (ag_step1_check(c, m, cause) != 0)
+		return -1;
 	struct ag_options oz = *o;
 	if (c->wrapper == ZS_WRAPPER_DDP && ag_zero1_scheme(c))
 		oz.zero1_world = world;

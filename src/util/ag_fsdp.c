@@ -509,20 +509,33 @@ static int32_t *ckpt_hooks(const struct ag_event *src, size_t n, struct unit *u,
  * first, depth first: `order`), each making _full_param_padded, zeros of
  * the padded unsharded size (1955-1959), and freeing its storage at once
  * (_free_storage, 1961); the streams, the buffers' cast (to the device
- * they are on) and the execution order's data allocate nothing here. */
-static void lazy_init(struct ag_pass *p, const struct unit *u, const size_t *order, size_t nu)
+ * they are on) and the execution order's data allocate nothing here.
+ * 2.6 (Debian 13's torch/distributed/fsdp/_runtime_utils.py _lazy_init
+ * 110-141 from _root_pre_forward 516; _share_state_and_init_handle_attrs
+ * 169-232): init_flat_param_attributes over the root's handle, then every
+ * other state's in _get_fsdp_states' order (_traversal_utils.py 80-88: a
+ * pre-order walk, the same `order`), each `torch.empty` of the padded
+ * unsharded size, its storage freed at once (_flat_param.py 1251-1266):
+ * the same bytes, unfilled. */
+static void lazy_init(struct ag_pass *p, const struct ag_options *o, const struct unit *u, const size_t *order,
+                      size_t nu)
 {
 	for (size_t k = 0; k < nu; k++) {
 		const struct unit *v = &u[order[k]];
-		uint32_t z = agp_storage(p, "zeros (_init_param_attributes' _full_param_padded, then _free_storage)",
+		uint32_t z = agp_storage(p, o->version == ZS_TORCH_1_13
+		                                ? "zeros (_init_param_attributes' _full_param_padded, then _free_storage)"
+		                                : "empty (init_flat_param_attributes' _full_param_padded, then _free_storage)",
 		                         AG_F32, v->padded, 0, ZS_CAT_GATHERED);
 		agp_alloc(p, z, ZS_PH_FORWARD);
-		agp_op(p, ZS_PH_FORWARD, AG_OP_FILL, NO, z)->arg[0] = 0;
+		if (o->version == ZS_TORCH_1_13)
+			agp_op(p, ZS_PH_FORWARD, AG_OP_FILL, NO, z)->arg[0] = 0;
 		agp_free(p, z, ZS_PH_FORWARD);
 	}
 }
 
-/* The first iteration's _check_order (1.13's fully_sharded_data_parallel.py
+/* The first iteration's _check_order (1.13's alone: 2.6's returns at once
+ * unless TORCH_DISTRIBUTED_DEBUG is DETAIL, _exec_order_utils.py 51 and
+ * 189-190; 1.13's fully_sharded_data_parallel.py
  * 547-620, from record_pre_forward, 535, in every unit's _pre_forward,
  * 2752, before its unshard; is_first_iter until the post-backward
  * callback's next_iter, 721): whatever the debug level, the handles'
@@ -677,14 +690,14 @@ static int fsdp_list(const struct fsdp_run *r, const struct ag_event *src, size_
 				agp_copy(p_, e);
 				agp_record_function(p_, o, ZS_PH_FORWARD);
 				if (lazy)
-					lazy_init(p_, u, order, nu);
+					lazy_init(p_, o, u, order, nu);
 				lazy = 0;
-				if (first)
+				if (first && micro == 0 && o->version == ZS_TORCH_1_13)
 					check_order(p_, world);
 				unshard_gather(p_, root, ZS_PH_FORWARD);
 			} else if ((v = block_mark(e, u, nu, "fwd", "start")) != NULL) {
 				agp_record_function(p_, o, ZS_PH_FORWARD);
-				if (first)
+				if (first && micro == 0 && o->version == ZS_TORCH_1_13)
 					check_order(p_, world);
 				unshard_gather(p_, v, ZS_PH_FORWARD);
 				agp_copy(p_, e);
@@ -987,8 +1000,10 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 	 * frozen prefix's: no pre-backward hook, no backward mark) keeps the
 	 * copy its first forward gathered for good (_catch_all_reshard skips
 	 * it: the unit's post-forward reshard, 2710-2713, left its flat
-	 * parameter on the shard) -- the first step's own, as Adam's state */
-	for (size_t k = 0; k < nu && shard_grad_op; k++) {
+	 * parameter on the shard) -- the first step's own, as Adam's state;
+	 * where step 1 is a list of its own, its forward's unshard gathers it
+	 * and its post-forward keeps it (post_forward) */
+	for (size_t k = 0; k < nu && shard_grad_op && s->step1 == NULL; k++) {
 		struct unit *v = &u[post[k]];
 		int bwd = v->ckpt;
 		for (size_t i = 0; i < s->nevents && !bwd; i++)

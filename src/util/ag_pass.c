@@ -180,22 +180,18 @@ void agp_scalar_inplace(struct ag_pass *p, enum ag_op k, uint32_t x, double v, e
 	agp_free(p, w, ph);
 }
 
-/* Which parameter storages of s (below nt) the optimizer updates, and
- * the plain .grad each of them reads, paired in the optimizer's order:
- * the section between "phase:optimizer" and "phase:zero_grad" writes
- * each trainable parameter and reads its .grad, first in ps[] order
- * (ag_optimizer_events), whichever Adam. trained[t] is set for those;
- * grad_of[g] is the parameter of .grad g, AG_NONE for the rest. */
-void agp_trained_params(const struct ag_step *s, size_t nt, unsigned char *trained, uint32_t *grad_of)
+/* One list's optimizer section (agp_trained_params) into trained[] and
+ * grad_of[]: its .grads and parameters, each in the order first read or
+ * written, paired. */
+static void trained_in(const struct ag_step *s, const struct ag_event *ev, size_t n, size_t nt,
+                       unsigned char *trained, uint32_t *grad_of)
 {
 	uint32_t *w = zs_malloc((nt ? nt : 1) * sizeof *w), *g = zs_malloc((nt ? nt : 1) * sizeof *g);
-	unsigned char *seen = zs_calloc(nt ? nt : 1, 1);
+	unsigned char *seen = zs_calloc(nt ? nt : 1, 1), *wseen = zs_calloc(nt ? nt : 1, 1);
 	size_t nw = 0, ng = 0;
 	int in_opt = 0;
-	for (size_t t = 0; t < nt; t++)
-		grad_of[t] = NO;
-	for (size_t i = 0; i < s->nevents; i++) {
-		const struct ag_event *e = &s->event[i];
+	for (size_t i = 0; i < n; i++) {
+		const struct ag_event *e = &ev[i];
 		if (e->kind == AG_EV_MARK && e->label != NULL) {
 			if (strcmp(e->label, "phase:optimizer") == 0)
 				in_opt = 1;
@@ -214,8 +210,8 @@ void agp_trained_params(const struct ag_step *s, size_t nt, unsigned char *train
 		}
 		for (int k = 0; k < AG_MAXOUT; k++) {
 			uint32_t x = e->out[k] == NO ? NO : s->tensor[e->out[k]].storage;
-			if (x != NO && x < nt && s->tensor[x].role == AG_ROLE_PARAM && !trained[x]) {
-				trained[x] = 1;
+			if (x != NO && x < nt && s->tensor[x].role == AG_ROLE_PARAM && !wseen[x]) {
+				wseen[x] = trained[x] = 1;
 				w[nw++] = x;
 			}
 		}
@@ -225,4 +221,22 @@ void agp_trained_params(const struct ag_step *s, size_t nt, unsigned char *train
 	free(w);
 	free(g);
 	free(seen);
+	free(wseen);
+}
+
+/* Which parameter storages of s (below nt) the optimizer updates, and
+ * the plain .grad each of them reads, paired in the optimizer's order:
+ * the section between "phase:optimizer" and "phase:zero_grad" writes
+ * each trainable parameter and reads its .grad, first in ps[] order
+ * (ag_optimizer_events), whichever Adam. trained[t] is set for those;
+ * grad_of[g] is the parameter of .grad g, AG_NONE for the rest: the
+ * steady step's .grads, and the first step's where it is a list of its
+ * own (step1; its grads are others where zero_grad sets them to None). */
+void agp_trained_params(const struct ag_step *s, size_t nt, unsigned char *trained, uint32_t *grad_of)
+{
+	for (size_t t = 0; t < nt; t++)
+		grad_of[t] = NO;
+	trained_in(s, s->event, s->nevents, nt, trained, grad_of);
+	if (s->step1 != NULL)
+		trained_in(s, s->step1, s->nstep1, nt, trained, grad_of);
 }

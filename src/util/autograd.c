@@ -6912,6 +6912,37 @@ void ag_optimizer_first_events(struct ag_step *s, const struct ag_options *o, co
 
 /* ------------------------------------------------------------------------ */
 
+const char *ag_step1_lacking(const struct zs_config *c)
+{
+	/* the first step as its own list (ag_step.step1): the plain loop's,
+	 * and DDP's (dp and zero1, under accumulation too; not with
+	 * find_unused_parameters, whose buckets are never rebuilt, whose
+	 * unused grads step 1 leaves None and whose _DDPSink clones step 1's
+	 * own outputs: not described yet; util/ag_ddp.c);
+	 * FSDP's of 1.13 and 2.6, under accumulation, frozen units and
+	 * PEFT's adapter units too (util/ag_fsdp.c, held to step_peaks[0] by
+	 * tests/hf_torch.sh, ft_fsdp.sh and ft_fsdp_lora.sh); DeepSpeed's
+	 * passes rewrite the steady list alone (util/ag_ds.c, util/ag_ds3.c) */
+	if (c->wrapper == ZS_WRAPPER_DDP && c->ddp_find_unused)
+		return "--wrapper ddp with --ddp-find-unused on";
+	if (c->wrapper == ZS_WRAPPER_DEEPSPEED)
+		return "--wrapper deepspeed";
+	return NULL;
+}
+
+int ag_step1_check(const struct zs_config *c, const struct zs_model *m, char **cause)
+{
+	if (c->steps != 1)
+		return 0;
+	const char *what = ag_step1_lacking(c);
+	if (what == NULL && m->experts > 0)
+		what = "a mixture of experts";
+	if (what == NULL)
+		return 0;
+	return zs_fail(cause, "--steps 1: %s has no first step of its own yet (its one step would be the steady "
+	               "step's over the set-up's state, which PyTorch never runs); give --steps 2", what);
+}
+
 void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uint64_t batch, uint64_t seq)
 {
 	memset(o, 0, sizeof *o);
@@ -6937,17 +6968,7 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->recompute = !c->hf_recompute ? AG_CKPT_NONE : c->wrapper == ZS_WRAPPER_FSDP ? AG_CKPT_IN_UNIT : AG_CKPT_LOOP;
 	o->nonreentrant = o->recompute && c->recompute_nonreentrant;
 	o->ddp_no_sync = c->ddp_no_sync;
-	/* the first step as its own list (ag_step.step1): the plain loop's,
-	 * and DDP's (dp and zero1, under accumulation too; not with
-	 * find_unused_parameters, whose buckets are never rebuilt, whose
-	 * unused grads step 1 leaves None and whose _DDPSink clones step 1's
-	 * own outputs: not described yet; util/ag_ddp.c);
-	 * FSDP's of 1.13 without accumulation, frozen parameters or LoRA
-	 * (util/ag_fsdp.c, held to 1.13's step_peaks[0] by tests/hf_torch.sh;
-	 * those three and 2.6's FSDP keep the steady list alone so far) */
-	o->step1 = c->wrapper == ZS_WRAPPER_NONE || (c->wrapper == ZS_WRAPPER_DDP && !c->ddp_find_unused) ||
-	           (c->wrapper == ZS_WRAPPER_FSDP && c->torch_version == ZS_TORCH_1_13 && o->grad_accum == 1 &&
-	            !c->freeze[0] && c->lora_r == 0);
+	o->step1 = ag_step1_lacking(c) == NULL;
 	o->fsdp_prefetch = c->prefetch == ZS_PREFETCH_BACKWARD_PRE;
 	o->freeze = c->freeze[0] ? c->freeze : NULL;
 	o->lora_r = c->lora_r;

@@ -414,9 +414,9 @@ struct ag_options {
 	 * (docs/schedule.md, "The first step"). ag_options_from_config sets it
 	 * for the plain loop (--wrapper none) and DDP (--wrapper ddp, dp and
 	 * zero1; find_unused_parameters False: util/ag_ddp.c runs it on the
-	 * constructor's buckets) and FSDP of 1.13 (no
-	 * accumulation, no frozen parameter: util/ag_fsdp.c); the other
-	 * passes take the steady list alone so far. */
+	 * constructor's buckets) and FSDP (util/ag_fsdp.c); the other
+	 * passes take the steady list alone so far (ag_step1_lacking), where
+	 * --steps 1 is refused (ag_step1_check). */
 	int step1;
 	/* A mixture's routing for the described step (mixtral's, qwen2_moe's
 	 * and qwen3_moe's sparse-MoE blocks, fp32 on the plain loop of 1.13
@@ -483,5 +483,16 @@ void ag_optimizer_first_events(struct ag_step *s, const struct ag_options *o, co
  * does on `device` (zero_grad: zeros in 1.13, none from 2.0; Adam: foreach
  * on CUDA from 2.0, else single; attention: eager in 1.13, sdpa in 2.x). */
 void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uint64_t batch, uint64_t seq);
+
+/* What of c's wrapper and options keeps the first step from being a list
+ * of its own (ag_options.step1: "--wrapper deepspeed", "--wrapper fsdp
+ * with --grad-accum", ...), or NULL where it is one (a mixture's, m's,
+ * too is not: ag_step_build). */
+const char *ag_step1_lacking(const struct zs_config *c);
+/* --steps 1 where the first step is not a list of its own (that of
+ * ag_step1_lacking, or a mixture's): its one step would be the steady
+ * step's over the set-up's state, a peak no PyTorch reaches. Returns 0,
+ * or -1 with *cause (one line, naming what lacks it and giving --steps 2). */
+int ag_step1_check(const struct zs_config *c, const struct zs_model *m, char **cause);
 
 #endif
