@@ -58,7 +58,7 @@ falls, the losses. Exit 0; 2 bad usage.
 
 Usage: python3 ds_bf16_torch.py MODEL.json... [--dtype bf16,fp32] [--stage 1,2]
        [--world 1,2] [--bucket 100000] [--steps 3] [--seq 32] [--batch 2]
-       [--dropout config|0]
+       [--dropout config|0] [--lora MODEL.json [--lora-r 4] [--lora-freeze PATTERN]]
 (one JSON line per world, model, dtype and stage; at N > 1 rank 0's with
 every rank's figures in "ranks")
 """
@@ -274,10 +274,12 @@ class ZeroBf16:
         self._update_views()  # 1938-1940
 
 
-def run(a, model_json, dtype, stage, world=1, rank=0, pg=None):
+def run(a, model_json, dtype, stage, lora=False, world=1, rank=0, pg=None):
     """One run: the model from MODEL.json under DeepSpeed's stage `stage`
     in `dtype`, a.steps steps, profiled, as rank `rank` of `world`; its
-    figures."""
+    figures. lora: PEFT's adapters over it first (tests/ft_torch.py's
+    apply_lora, r a.lora_r, alpha 8, no dropout, PEFT's default targets;
+    every base parameter frozen, then a.lora_freeze's adapters)."""
     torch.manual_seed(0)
     b = argparse.Namespace(model=model_json, dropout=a.dropout, tied=None, recompute="none", mask="where")
     _, family, cfg, tied = hf_torch.build(b)
@@ -291,6 +293,16 @@ def run(a, model_json, dtype, stage, world=1, rank=0, pg=None):
         else:
             sys.exit(f"ds_bf16_torch: model_type {family!r}: gpt2 and the llama-like families only")
         model.train()
+        if lora:
+            # as tests/ft_torch.py's run(): get_peft_model's wrapping and
+            # freezing (PEFT v0.20.0's _mark_only_adapters_as_trainable),
+            # then --freeze's adapters by name, before DeepSpeed sees them
+            import ft_torch
+            la = argparse.Namespace(lora_r=a.lora_r, lora_alpha=8, lora_dropout=0.0, lora_targets="")
+            ft_torch.apply_lora(la, model, family)
+            for n, p in model.named_parameters():
+                p.requires_grad_("lora_" in n and not (a.lora_freeze and ft_torch.freeze_matches(
+                    a.lora_freeze, family, cfg, ft_torch.hf_name(family, n))))
         hf_torch.install_hooks(model, set(model.units))
         if dtype == "bf16":
             model.bfloat16()  # engine 1228-1231
@@ -325,7 +337,8 @@ def run(a, model_json, dtype, stage, world=1, rank=0, pg=None):
             mark(f"step:{step + 1}")
     stream = hf_torch.replay(hf_torch.memory_events(prof))
     last = hf_torch.analyse_step(stream, a.steps)
-    return dict(model=model_json, dtype=dtype, stage=stage, world=world, rank=rank, bucket=a.bucket, torch=torch.__version__,
+    return dict(model=model_json, dtype=dtype, stage=stage, lora=lora, world=world, rank=rank, bucket=a.bucket,
+                torch=torch.__version__,
                 params=zo.S, between=stream[-1][0], peak=last["peak"], peak_phase=last["phase"],
                 peak_after=last["after"], marks={l: v for l, v in last["boundaries"]}, losses=losses)
 
@@ -341,6 +354,11 @@ def main():
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--dropout", choices=["0", "config"], default="config")
     ap.add_argument("--world", default="1", help="N ranks over gloo (1: no process group), or several, comma-separated")
+    ap.add_argument("--lora", action="append", default=[], metavar="MODEL.json",
+                    help="also MODEL.json in fp32 under LoRA (each --stage; repeatable)")
+    ap.add_argument("--lora-r", type=int, default=4)
+    ap.add_argument("--lora-freeze", default="", metavar="PATTERN",
+                    help="--freeze's pattern over the adapters (tests/ft_torch.py's), none by default")
     a = ap.parse_args()
     dtypes, stages = a.dtype.split(","), a.stage.split(",")
     try:
@@ -351,6 +369,7 @@ def main():
         ap.error("--dtype takes bf16 and fp32, --stage 1 and 2")
     torch.set_num_threads(1)  # hf_torch.py's run(): LayerNorm's scratch
     cases = [(m, dt, int(st)) for m in a.models for dt in dtypes for st in stages]
+    cases += [(m, "fp32", int(st), True) for m in a.lora for st in stages]
     for w in a.world:
         if w == 1:
             for c in cases:

@@ -8,7 +8,10 @@
 #  - fp32 at N = 1 and N = 2 (gloo): zerosim's theory of `--wrapper
 #    deepspeed` (util/ag_ds.c) equals PyTorch's allocator to the byte on
 #    every rank: between steps, the steady step's peak, and the live bytes
-#    at every mark zerosim's step names;
+#    at every mark zerosim's step names; and so under LoRA (llama-tiny,
+#    q_proj and v_proj r 4, tests/ft_torch.py's PEFT layer) with block 0's
+#    adapters frozen (`--lora-r 4 --freeze blocks:0-0`: the flat buffer
+#    block 1's adapters alone, 896 elements, counted by hand);
 #  - bf16 at N = 1 (gloo in 1.13 reduces no bf16) (DeepSpeed's
 #    {"bf16": {"enabled": true}}: module.bfloat16(), engine.py 1224-1231;
 #    zerosim's `--wrapper deepspeed --precision mixed`): zerosim's theory
@@ -32,7 +35,8 @@
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # About 67 s on a 2-core machine at load 16 (59 s there without the bf16
 # rows: 8 profiled runs in one python3, then 4 in each of 2 gloo ranks;
-# the bf16 rows add no python, 6 zerosim measures and 4 theories).
+# the bf16 rows add no python, 6 zerosim measures and 4 theories; the
+# LoRA rows 2 runs in each, 2 theories: about 1 s of CPU).
 set -u
 top=${ZS_BUILDDIR:-.}
 src=${srcdir:-.}
@@ -47,8 +51,9 @@ name=ds_bf16_torch
 . "$src/tests/torch_python.sh"
 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$src/tests" "$py" "$src/tests/ds_bf16_torch.py" "$models/gpt2-tiny.json" \
 	"$models/llama-tiny.json" --dtype fp32,bf16 --stage 1,2 --world 1,2 --bucket 100000 --steps 3 --seq 32 \
-	--batch 2 >"$tmp/ref" 2>"$tmp/err" || { cat "$tmp/err" >&2; fail "tests/ds_bf16_torch.py"; }
-[ "$(wc -l <"$tmp/ref")" -eq 12 ] || fail "tests/ds_bf16_torch.py wrote $(wc -l <"$tmp/ref") runs, not 12"
+	--batch 2 --lora "$models/llama-tiny.json" --lora-r 4 --lora-freeze blocks:0-0 >"$tmp/ref" 2>"$tmp/err" ||
+	{ cat "$tmp/err" >&2; fail "tests/ds_bf16_torch.py"; }
+[ "$(wc -l <"$tmp/ref")" -eq 16 ] || fail "tests/ds_bf16_torch.py wrote $(wc -l <"$tmp/ref") runs, not 16"
 for model in gpt2-tiny llama-tiny; do
 	for stage in 1 2; do
 		run="--framework deepspeed --wrapper deepspeed --ds-reduce-bucket 100000 --seq 32 --batch 2 --steps 3
@@ -67,6 +72,10 @@ for model in gpt2-tiny llama-tiny; do
 				fail "measure $model zero$stage --precision mixed"
 			[ $stage = 2 ] || "$zerosim" measure $run --precision fp32 --world 1 --out "$tmp/mf-$model.json" ||
 				fail "measure $model zero$stage --precision fp32"
+			# LoRA r 4 (q_proj, v_proj) with block 0's adapters frozen
+			[ $model = llama-tiny ] && { "$zerosim" theory $run --precision fp32 --world 1,2 --lora-r 4 \
+				--freeze blocks:0-0 --out "$tmp/tl-$model-$stage.json" ||
+				fail "theory $model zero$stage --lora-r 4 --freeze blocks:0-0"; }
 		}
 	done
 done
@@ -76,7 +85,7 @@ tmp, models = sys.argv[1:]
 runs = {}
 for line in open(f"{tmp}/ref"):
     r = json.loads(line)
-    runs[(r["model"].rsplit("/", 1)[-1][:-5], r["dtype"], r["stage"], r["world"])] = r
+    runs[(r["model"].rsplit("/", 1)[-1][:-5], r["dtype"] + ("-lora" if r["lora"] else ""), r["stage"], r["world"])] = r
 bad = 0
 def agree(tag, got, t):
     """one rank's figures against zerosim's (t: its between, peak, marks)"""
@@ -170,10 +179,34 @@ for model in ("gpt2-tiny", "llama-tiny"):
               f" zerosim's bf16 = PyTorch's at {nmarks} marks, measure = theory at N ="
               f" {','.join(str(r['world']) for r in runs_b)}, losses {' '.join('%.5f' % x for x in zb)}"
               f" (fp32 {' '.join('%.5f' % x for x in zf)})")
+# LoRA r 4 on llama-tiny's q_proj and v_proj, block 0's adapters frozen
+# (DeepSpeed's engine over PEFT's model: the trainable parameters, block
+# 1's adapters alone, in the flat buffer, stage_1_and_2.py 305-315):
+# zerosim's theory against the allocator at N = 1 and 2, every rank, and
+# the flat buffer's elements by hand, r (d + q) + r (d + kv)
+c = json.load(open(f"{models}/llama-tiny.json"))
+d, H = c["hidden_size"], c["num_attention_heads"]
+kv, r = c["num_key_value_heads"] * (d // H), 4
+L = r * (d + d) + r * (d + kv)
+for stage in (1, 2):
+    tag = f"llama-tiny zero{stage} LoRA, block 0's adapters frozen"
+    rows = {x["world"]: x["schedule"] for x in json.load(open(f"{tmp}/tl-llama-tiny-{stage}.json"))["rows"]}
+    one, two = runs[("llama-tiny", "fp32-lora", stage, 1)], runs[("llama-tiny", "fp32-lora", stage, 2)]
+    t = rows[1]
+    nb, nmarks = agree(f"{tag} N=1", one, (t["resident_bytes"], t["peak_bytes"], t.get("marks")))
+    bad += nb
+    pr = rows[2]["per_rank"]
+    for k, got in enumerate(two["ranks"]):
+        bad += agree(f"{tag} N=2 rank {k}", got, (pr["resident_bytes"][k], pr["peak_bytes"][k], pr["marks"][k]))[0]
+    if len(two["ranks"]) != 2 or one["params"] != L:
+        print(f"{tag}: {len(two['ranks'])} ranks' figures, the flat buffer {one['params']} elements, not {L} by hand")
+        bad += 1
+    print(f"figures, {tag}: between {one['between']}, peak {one['peak']} ({one['peak_phase']}), {nmarks} marks,"
+          f" N=2 {' '.join('%d/%d' % (x['between'], x['peak']) for x in two['ranks'])}; flat buffer {L} elements")
 sys.exit(bad != 0)
 EOF
 echo "ok: fp32: zerosim's --wrapper deepspeed = PyTorch 1.13's allocator to the byte at N = 1 and 2 (between, peak," \
-	"every mark, every rank);" \
+	"every mark, every rank; llama-tiny also under LoRA with block 0's adapters frozen);" \
 	"bf16 (--precision mixed): zerosim's theory = PyTorch 1.13's allocator to the byte at N = 1 (between, peak, every mark)," \
 	"measure = theory at N = 1 and 2, zerosim's and PyTorch's losses within 2e-3 of their fp32 runs'"
 exit 0

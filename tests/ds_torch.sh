@@ -11,7 +11,8 @@
 #    bit for bit at N = 1 and 2 (DeepSpeed divides by N before the sum,
 #    DDP multiplies by 1/N: the same floats where N is a power of two); at
 #    N = 3 the losses within 1e-6 of DDP's, relative (equal on these);
-#  - the same under --freeze embeddings, --lora-r 4, --recompute full and
+#  - the same under --freeze embeddings, --lora-r 4 (with and without
+#    block 0's adapters frozen, --freeze blocks:0-0), --recompute full and
 #    --grad-accum 2 and 3 (against DDP's under the same option; stage 2's
 #    accumulation bit for bit at N = 1), and --ds-overlap-comm off the
 #    default's run; the fp32 partition's bytes under --freeze and LoRA
@@ -140,6 +141,10 @@ rows ""
 ddpw="1 2"
 rows -frz --freeze embeddings
 rows -lora --lora-r 4
+# frozen adapters (block 0's: --freeze with --lora-r): out of the flat
+# buffer as the frozen base is (they require no grad when
+# DeepSpeedZeroOptimizer.__init__ sorts them, stage_1_and_2.py 309-313)
+rows -lorafrz --lora-r 4 --freeze blocks:0-0
 rows -ckpt --recompute full
 # gradient_accumulation_steps: stage 1 reduces at the boundary alone (the
 # plain loop's accumulation in .grad), stage 2 every micro-step
@@ -169,10 +174,10 @@ echo "ok: --ds-overlap-comm off is the default's run"
 # hand from gpt2-tiny's shape (d = 64, inner 256, 2 layers): with the
 # embeddings frozen (wte, and the head tied to it, and wpe), L = ln_f 2d
 # and 2 blocks; under LoRA r = 4 on c_attn (PEFT's default for gpt2),
-# L = 2 (r*d + 3d*r)
+# L = 2 (r*d + 3d*r); with block 0's adapters frozen, block 1's alone
 d=64 inner=256 r=4
 block=$((4 * d + d * 3 * d + 3 * d + d * d + d + d * inner + inner + inner * d + d))
-for case in "frz $((2 * d + 2 * block))" "lora $((2 * (r * d + 3 * d * r)))"; do
+for case in "frz $((2 * d + 2 * block))" "lora $((2 * (r * d + 3 * d * r)))" "lorafrz $((r * d + 3 * d * r))"; do
 	# shellcheck disable=SC2086
 	set -- $case
 	for scheme in zero1 zero2; do

@@ -21,6 +21,12 @@
 #     shard_grad_op): LoRA llama K = 2 with no_sync() and gpt2 K = 2
 #     without, --freeze blocks:0-0 on llama K = 2 with no_sync(), and the
 #     frozen prefix (block 0 keeps its gathered copy for good);
+#   - frozen adapters (--freeze with --lora-r): PEFT's lambda policy asks
+#     requires_grad when FSDP wraps, so a frozen lora_A or lora_B is
+#     flattened into its block's frozen unit: llama q,v r 4 with block 0's
+#     adapters frozen (block 0 all frozen, over the frozen embeddings: no
+#     backward), K = 2 with no_sync(); gpt2 c_attn r 4 with every lora_A
+#     frozen (each lora_B a unit over it), K = 2 without, SHARD_GRAD_OP;
 #   each: zerosim's theory and measure (both ranks) against PyTorch's
 #   bytes between steps, the steady step's peak and every mark zerosim
 #   names (tests/ft_cmp.py), and PyTorch's all-gathers and reduce-scatters
@@ -28,19 +34,25 @@
 #   - the losses: zerosim's llama LoRA K = 2 no_sync run written as a case
 #     (--write-case, the adapters as it started them), trained by
 #     tests/ft_torch.py --fsdp --case (ft_lib.sh's ft_losses): each
-#     step's loss (the mean over the ranks) within 1e-5 relative;
+#     step's loss (the mean over the ranks) within 1e-5 relative; and the
+#     same case trained with block 0's adapters frozen against zerosim's
+#     frozen run (a case has no --freeze key: the same start checked by
+#     the first loss, bit for bit);
 #   - --freeze embeddings on llama (the root's unit would mix the frozen
 #     table and the trainable norm and head): zerosim refuses it (one line,
 #     exit 2, nothing written), and so does PyTorch ("`FlatParameter`
 #     requires uniform `requires_grad`").
-# About 4 to 5 minutes on 2 cores (fourteen PyTorch runs of two ranks).
+# Every PyTorch run but the refusal's in one batch (tests/batch_torch.py:
+# one python3, each case's two ranks spawned from it). About 84 s of CPU
+# (3.5 minutes on 2 shared cores; seventeen PyTorch runs of two ranks).
 #
-# `tests/ft_fsdp_lora.sh torch26` (make check-torch26): four of the rows
+# `tests/ft_fsdp_lora.sh torch26` (make check-torch26): six of the rows
 # against PyTorch 2.6's FSDP (FSDP1, backward_prefetch None) in its Debian
 # 13 root (ft_lib.sh's mode and ft_ref), where a frozen unit is resharded
 # when its inputs' gradients are in (llama LoRA K = 1, --freeze
 # blocks:0-0 K = 2 no_sync) and SHARD_GRAD_OP's (gpt2 LoRA K = 2, the
-# frozen prefix); not the refusals nor the losses. Without a root: skip
+# frozen prefix), and the two frozen adapters' rows; not the refusals nor
+# the losses. Without a root: skip
 # (77), a failure under ZS_REQUIRE_TORCH26=1.
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
@@ -111,22 +123,32 @@ EOF
 
 # case LABEL MODEL K ZERO_GRAD NO_SYNC(on|off) PRECISION(fp32|amp-bf16: ft_torch.py --amp bf16)
 #       SCHEME(zero3|zero2: ft_torch.py --fsdp-strategy shard_grad_op) ARGS...
+# Called twice a case (the loop below): phase add appends its reference
+# to the batch $tmp/ft (tests/ft_lib.sh's ft_add: every case's PyTorch in
+# one python3, tests/batch_torch.py; each case's ranks spawned by it),
+# phase check compares case $i's JSON with zerosim's theory and measure.
 case_() {
 	label=$1 m=$2 K=$3 zg=$4 ns=$5 prec=$6 scheme=$7
 	shift 7
-	amp=
-	[ "$prec" = amp-bf16 ] && amp="--amp bf16"
-	strategy=full_shard
-	[ "$scheme" = zero2 ] && strategy=shard_grad_op
-	# shellcheck disable=SC2086
-	if ! ft_ref --model "$tmp/tiny-$m.json" --grad-accum "$K" --zero-grad "$zg" \
-		--world 2 --fsdp --fsdp-strategy $strategy --no-sync "$([ "$ns" = on ] && echo 1 || echo 0)" $amp "$@" \
-		--out "$tmp/$label.json" \
-		>"$tmp/err" 2>&1; then
+	i=$((i + 1))
+	if [ "$phase" = add ]; then
+		amp=
+		[ "$prec" = amp-bf16 ] && amp="--amp bf16"
+		strategy=full_shard
+		[ "$scheme" = zero2 ] && strategy=shard_grad_op
+		set -f
+		# shellcheck disable=SC2046,SC2086
+		ft_add ft $(ft_rel ft "--model $tmp/tiny-$m.json") --grad-accum "$K" --zero-grad "$zg" --world 2 --fsdp \
+			--fsdp-strategy $strategy --no-sync "$([ "$ns" = on ] && echo 1 || echo 0)" $amp "$@"
+		set +f
+		return 0
+	fi
+	if [ "$(ft_got ft $i)" != 0 ]; then
 		echo "ft_fsdp_lora: FAIL: tests/ft_torch.py --fsdp, $label:" >&2
-		tail -20 "$tmp/err" >&2
+		tail -n 20 "$tmp/ft/$i.err" "$tmp/ft.log" >&2 2>/dev/null
 		exit 99
 	fi
+	cp "$tmp/ft/$i.json" "$tmp/$label.json" || exit 99
 	ns_arg=
 	[ "$K" -gt 1 ] && ns_arg="--fsdp-no-sync $ns"
 	for cmd in theory measure; do
@@ -146,10 +168,13 @@ case_() {
 	"$py" "$tmp/coll.py" "$tmp/$label.json" "$tmp/$label.measure.json" "$label" || status=1
 }
 
-# (under torch26 four rows, each one 2.6 reads apart from 1.13: check-torch26's
+# (under torch26 six rows, each one 2.6 reads apart from 1.13: check-torch26's
 # time; the others ran by hand, docs/finetune.md)
 all=
 [ "$mode" = torch26 ] && all=:
+for phase in add check; do
+i=0
+[ $phase = check ] && ft_run ft ft_torch.py
 case_ fsdp2-lora-llama-k1-zeros llama 1 zeros on fp32 zero3 --lora-r 4
 $all case_ fsdp2-lora-llama-k2-none-nosync llama 2 none on fp32 zero3 --lora-r 4
 $all case_ fsdp2-lora-gpt2-k2-zeros-sync gpt2 2 zeros off fp32 zero3 --lora-r 4
@@ -176,11 +201,40 @@ case_ fsdp2-zero2-lora-gpt2-k2-zeros-sync gpt2 2 zeros off fp32 zero2 --lora-r 4
 $all case_ fsdp2-zero2-freeze-llama-k2-none-nosync llama 2 none on fp32 zero2 --freeze blocks:0-0
 case_ fsdp2-zero2-freeze-prefix-llama-k1-zeros llama 1 zeros on fp32 zero2 \
 	--freeze 'model.embed_tokens.weight,model.layers.0.*,model.norm.weight,lm_head.weight'
+# frozen adapters (--freeze with --lora-r): PEFT's lambda policy asks
+# requires_grad when FSDP wraps, after the freezing, so a frozen lora_A or
+# lora_B is no unit of its own but flattened into its block's frozen unit
+# (block 0's q_proj and v_proj adapters with its base); every lora_A
+# frozen, each lora_B a trained unit over it
+case_ fsdp2-lora-frozen0-llama-k2-none-nosync llama 2 none on fp32 zero3 --lora-r 4 --freeze blocks:0-0
+case_ fsdp2-zero2-lora-frozenA-gpt2-k2-zeros-sync gpt2 2 zeros off fp32 zero2 --lora-r 4 --freeze re:lora_A
 
 # The losses: zerosim's LoRA run as a case, trained by PyTorch under FSDP
 # (the loss moves through the adapters alone: the base is frozen)
-[ "$mode" = torch26 ] && exit $status
-ft_losses "$tmp/loss" "LoRA llama q_proj + v_proj r 4, FSDP N=2 K=2 no_sync" \
-	"--model $tmp/tiny-llama.json $z --precision fp32 --zero-grad none --grad-accum 2 --fsdp-no-sync on --lora-r 4" \
+[ "$mode" = torch26 ] && continue
+lz="--model $tmp/tiny-llama.json $z --precision fp32 --zero-grad none --grad-accum 2 --fsdp-no-sync on --lora-r 4"
+ft_losses "$tmp/loss" "LoRA llama q_proj + v_proj r 4, FSDP N=2 K=2 no_sync" "$lz" \
 	"--model $tmp/tiny-llama.json --grad-accum 2 --zero-grad none --world 2 --fsdp --lora-r 4"
+# and with block 0's adapters frozen (moving through block 1's alone): a
+# case has no key for --freeze (measure --write-case refuses it), so the
+# case is the unfrozen run's, trained by PyTorch with --freeze, and its
+# losses are held to zerosim's frozen run's, whose start is the case's:
+# the same first loss, bit for bit (checked; the next ones differ)
+if [ $phase = check ]; then
+	# shellcheck disable=SC2086
+	"$zerosim" measure -q $lz --freeze blocks:0-0 --out "$tmp/loss-frozen0/frozen.json" 2>"$tmp/err" ||
+		{ echo "ft_fsdp_lora: FAIL: zerosim measure --freeze blocks:0-0: $(cat "$tmp/err")" >&2; exit 99; }
+	"$py" - "$tmp/loss-frozen0" <<'PY' || exit 1
+import json, os, sys
+a, b = (json.load(open(os.path.join(sys.argv[1], f)))["runs"][0]["losses"] for f in ("seed.json", "frozen.json"))
+ok = len(a) == len(b) == 3 and a[0] == b[0] and a[1:] != b[1:]
+print(f"{'ok' if ok else 'FAIL'}: zerosim's LoRA run {a} and with block 0's adapters frozen {b}: the same start "
+      f"(the first loss bit for bit), trained apart")
+sys.exit(0 if ok else 1)
+PY
+	cp "$tmp/loss-frozen0/frozen.json" "$tmp/loss-frozen0/seed.json" || exit 99
+fi
+ft_losses "$tmp/loss-frozen0" "LoRA llama r 4, block 0's adapters frozen, FSDP N=2 K=2 no_sync" "$lz" \
+	"--model $tmp/tiny-llama.json --grad-accum 2 --zero-grad none --world 2 --fsdp --lora-r 4 --freeze blocks:0-0"
+done
 exit $status

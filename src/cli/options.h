@@ -137,8 +137,10 @@ struct zs_opt {
 	"                         parameters whose Hugging Face names PATTERN\n" \
 	"                         matches, comma-separated terms:\n" \
 	"                         embeddings, blocks:A-B, all-but-last:N, re:REGEX or\n" \
-	"                         a glob (*.ln_*); with --lora-r (--wrapper none or\n" \
-	"                         ddp) the adapters it names (blocks:0-0: block 0's)\n" \
+	"                         a glob (*.ln_*); with --lora-r (--wrapper none,\n" \
+	"                         ddp, fsdp, deepspeed zero1 or zero2 in fp32, or\n" \
+	"                         --framework paper) the adapters it names\n" \
+	"                         (blocks:0-0: block 0's)\n" \
 	"      --lora-r R         --wrapper none, ddp (dp, zero1), fsdp (1.13) or\n" \
 	"                         deepspeed, or --framework paper (fp32 or mixed,\n" \
 	"                         --unit layer; zero3 at N = 1): LoRA\n" \

@@ -312,9 +312,16 @@ static struct unit *make_units(const struct ag_step *s, const struct step_params
 	for (size_t i = 0; i < p->nmodules; i++)
 		if (p->module[i].index + 1 > nblocks)
 			nblocks = p->module[i].index + 1;
+	/* a frozen adapter (--freeze with --lora-r) is no unit of its own: the
+	 * lambda policy asks module.weight.requires_grad when FSDP wraps
+	 * (peft/utils/other.py v0.20.0 1282-1287), after the freezing, so its
+	 * lora_A or lora_B is flattened into its block's unit (the root's, for
+	 * an adapter outside the blocks) with the frozen base (here after the
+	 * block's base parameters, in PyTorch beside its base_layer: a frozen
+	 * unit's bytes are its numel's alone, no gradient views its slots) */
 	size_t nadapt = 0;
 	for (uint32_t t = 0; t < s->ntensors; t++)
-		if (s->tensor[t].storage == t && s->tensor[t].role == AG_ROLE_PARAM && s->tensor[t].param < 0)
+		if (s->tensor[t].storage == t && s->tensor[t].role == AG_ROLE_PARAM && s->tensor[t].param < 0 && trained[t])
 			nadapt++;
 	size_t n = (size_t)nblocks + 1 + nadapt;
 	struct unit *u = zs_calloc(n, sizeof *u);
@@ -332,17 +339,22 @@ static struct unit *make_units(const struct ag_step *s, const struct step_params
 		snprintf(u[md->index].name, sizeof u[md->index].name, "%s.%lld", dot ? dot + 1 : md->prefix, md->index);
 	}
 	strcpy(u[nblocks].name, "root");
-	size_t na = 0;
+	size_t na = 0, ka = 0; /* the adapters' units so far; the adapter parameters so far (the marks' K) */
 	for (uint32_t t = 0; t < s->ntensors; t++) {
 		const struct ag_tensor *x = &s->tensor[t];
 		if (x->storage != t || x->role != AG_ROLE_PARAM)
 			continue;
 		struct unit *v;
-		if (x->param < 0) {
+		if (x->param < 0 && !trained[t]) {
+			long long b = x->module >= 0 ? p->module[x->module].index : -1;
+			v = &u[b >= 0 && b < nblocks ? (size_t)b : (size_t)nblocks];
+			ka++;
+		} else if (x->param < 0) {
 			v = &u[(size_t)nblocks + 1 + na];
-			snprintf(v->name, sizeof v->name, "lora.%zu.%c", na / 2, na % 2 ? 'B' : 'A');
+			snprintf(v->name, sizeof v->name, "lora.%zu.%c", ka / 2, ka % 2 ? 'B' : 'A');
 			v->parent = x->module >= 0 ? p->module[x->module].index : -1;
 			na++;
+			ka++;
 		} else {
 			long long b = p->module[p->tensor[x->param].module].index;
 			v = &u[b >= 0 && b < nblocks ? (size_t)b : (size_t)nblocks];
@@ -664,7 +676,10 @@ static int fsdp_list(const struct fsdp_run *r, const struct ag_event *src, size_
 					reshard(p_, &u[order[k]], ZS_PH_BACKWARD);
 		if (pre_at[i] >= 0)
 			pre_backward(p_, o, u, &u[pre_at[i]]);
-		if ((v = unit_mark(e, u, nu, &where)) != NULL) {
+		if ((v = unit_mark(e, u, nu, &where)) != NULL || (e->kind == AG_EV_MARK && e->label != NULL &&
+		                                                  strncmp(e->label, "unit:", 5) == 0)) {
+			if (v == NULL) /* a frozen adapter's: no unit of its own (make_units) */
+				continue;
 			/* an adapter's unit (PEFT's policy): its forward unshards,
 			 * runs and reshards (not the root); its output's gradient
 			 * hook unshards; the post-backward hook at its end, above */

@@ -890,14 +890,18 @@ static int check_lora(const struct zs_config *c, char **cause)
 	/* get_peft_model freezes every base parameter (PEFT v0.20.0's
 	 * _mark_only_adapters_as_trainable): --freeze then freezes adapters by
 	 * name (blocks:0-0, the adapters of block 0), as tests/ft_torch.py
-	 * does after wrapping; the PyTorch step's plain loop and DDP run it,
-	 * and the paper's step (util/lora.h's zs_lora_paper_check judges the
-	 * pattern) */
+	 * does after wrapping; the PyTorch step's plain loop, DDP and FSDP (a
+	 * frozen adapter flattened into its block's unit: util/ag_fsdp.c's
+	 * make_units) run it, DeepSpeed's engine (ZeRO-1/2 in fp32: a frozen
+	 * adapter stays out of the flat buffer, util/ag_ds.c), and the paper's
+	 * step (util/lora.h's zs_lora_paper_check judges the pattern) */
 	if (c->freeze[0] && c->framework != ZS_FW_PAPER &&
-	    (c->framework != ZS_FW_TORCH || (c->wrapper != ZS_WRAPPER_NONE && c->wrapper != ZS_WRAPPER_DDP)))
+	    (c->framework != ZS_FW_TORCH || (c->wrapper != ZS_WRAPPER_NONE && c->wrapper != ZS_WRAPPER_DDP &&
+	                                     c->wrapper != ZS_WRAPPER_FSDP)) &&
+	    (c->framework != ZS_FW_DEEPSPEED || c->wrapper != ZS_WRAPPER_DEEPSPEED))
 		return zs_fail(cause, "--freeze with --lora-r: frozen adapters (LoRA already freezes every base parameter, "
-		               "so --freeze can only freeze adapters) are described under --framework paper, or torch "
-		               "--wrapper none or ddp, only so far");
+		               "so --freeze can only freeze adapters) are described under --framework paper, torch "
+		               "--wrapper none, ddp or fsdp, and --wrapper deepspeed, only so far");
 	if (c->framework == ZS_FW_PAPER)
 		return check_lora_paper(c, cause);
 	if ((c->framework != ZS_FW_TORCH && c->wrapper != ZS_WRAPPER_DEEPSPEED) || !zs_wrapper_step(c))
