@@ -948,6 +948,10 @@ for cmd in measure theory; do
 		--out "$tmp/fsdp-s1-$cmd.json"
 	try 0 "" $cmd --framework torch $fsdp --world 2 --schemes zero2 --torch-version 2.6 --grad-accum 2 \
 		--freeze blocks:0-0 --steps 1 --out "$tmp/fsdp-s1-k2-$cmd.json"
+	# (with step 1's own figure: 1659c3a ran both without it)
+	for f in "$tmp/fsdp-s1-$cmd.json" "$tmp/fsdp-s1-k2-$cmd.json"; do
+		grep -q '"first_step_peak"' "$f" || fail "$cmd --steps 1 under --wrapper fsdp: no first_step_peak in $f"
+	done
 	try 2 "--grad-accum 2: only with --framework paper, --framework torch and --wrapper none, ddp or fsdp, or --framework deepspeed, so far (--wrapper auto, the engine's own DDP and FSDP step, takes no accumulation yet)" \
 		$cmd --framework torch --model "$tiny" --wrapper auto --world 2 --schemes zero3 --grad-accum 2 --out "$keep"
 	# a message names the option as given (--fsdp-no-sync is --ddp-no-sync's

@@ -102,7 +102,7 @@ PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1 python3 $in/ft_torch.py $args" 
 # phase unset, a batch of its own, run at once.
 ft_case() {
 	v=$1 m=$2 zg=$3 K=$4 rargs=$5 zargs=$6 margs=${7:-}
-	i=$((i + 1))
+	i=$((${i:-0} + 1))
 	if [ "${phase:-}" != check ]; then
 		[ -n "${phase:-}" ] || { rm -rf "$tmp/ft"; i=1; }
 		set -f
@@ -146,7 +146,7 @@ ft_case() {
 # reference a case of the batch $tmp/ft, as ft_case's (phase add, check;
 # unset: a batch of its own, at once).
 ft_losses() {
-	i=$((i + 1))
+	i=$((${i:-0} + 1))
 	if [ "${phase:-}" != check ]; then
 		[ -n "${phase:-}" ] || { rm -rf "$tmp/ft"; i=1; }
 		mkdir -p "$1" || exit 99

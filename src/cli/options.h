@@ -129,7 +129,7 @@ struct zs_opt {
 	"                         transformers 4.35-4.x's use_reentrant=True) or\n" \
 	"                         non-reentrant (use_reentrant=False, transformers'\n" \
 	"                         default from PR #43203): gpt2 and llama, fp32,\n" \
-	"                         --wrapper none, eager, dropout 0 under 2.6\n" \
+	"                         --wrapper none, eager attention\n" \
 	"      --freeze PATTERN   --wrapper none, ddp or fsdp (1.13: whole FSDP units),\n" \
 	"                         --framework paper with --model, or deepspeed\n" \
 	"                         with --model (dp, zero1, zero2, zero3; --offload\n" \
@@ -157,7 +157,8 @@ struct zs_opt {
 	"                         fp32 absmax per 64: 4.5 bits), dequantized into an\n" \
 	"                         fp32 temporary at each use (default none;\n" \
 	"                         torch 2.6; fp32, or amp-bf16: compute dtype bf16,\n" \
-	"                         the temporary copied to bf16; not gpt2; --wrapper\n" \
+	"                         the temporary copied to bf16; not gpt2, nor as\n" \
+	"                         many k/v heads as heads; --wrapper\n" \
 	"                         none or ddp, dp or zero1)\n" \
 	"      --double-quant S   with --quant-base nf4: the absmax in 8 bits, on or\n" \
 	"                         off (default off; about 4.127 bits a weight)\n"

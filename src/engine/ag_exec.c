@@ -2643,7 +2643,10 @@ static void tfm_run_free(struct tfm_feed *f, struct ag_step *s, struct ag_step *
 
 /* Rank k's step t's list of a mixture, built for counts (its routing)
  * into *n; it must keep the shape of s, rank 0's first step's. 0, or -1
- * with *cause. */
+ * with *cause; MOE_RESHAPE where the first step's own list changes shape
+ * (under --grad-accum an expert idle in one of its micro-steps and used
+ * in another: the discovery starts again with that routing, moe_run). */
+enum { MOE_RESHAPE = -3 };
 static int moe_step_build(struct ag_step *n, const struct tfm_feed *f, const struct ag_options *o,
                           const uint64_t *counts, const struct ag_step *s, unsigned k, unsigned t, char **cause)
 {
@@ -2654,11 +2657,20 @@ static int moe_step_build(struct ag_step *n, const struct tfm_feed *f, const str
 	if (n->ntensors == s->ntensors)
 		return 0;
 	ag_step_free(n);
-	if (t == 0 && k == 0)
-		return zs_fail(cause, "internal error: the first step's list changed shape with its routing");
+	if (t == 0 && k == 0) {
+		(void)zs_fail(cause, "%s: the first step's routing leaves an expert without a token in some of its "
+		              "micro-steps, and measure's routing search does not settle it (give more tokens: --batch, "
+		              "--seq)", f->hf->name);
+		return MOE_RESHAPE;
+	}
 	if (f->world > 1) /* under DDP every expert has a token on every rank (moe_starved) */
 		return zs_fail(cause, "internal error: rank %u's step %u's list is not rank 0's first step's shape", k,
 		               t + 1);
+	/* (--steps 1 is refused for a mixture: no first step of its own) */
+	if (t < 2)
+		return zs_fail(cause, "%s: step %u's routing leaves other experts without a token than step 1's (the "
+		               "PyTorch step's lists of a mixture keep one shape, so far; give more tokens: --batch, "
+		               "--seq)", f->hf->name, t + 1);
 	return zs_fail(cause, "%s: step %u's routing leaves other experts without a token than step 1's (the PyTorch "
 	               "step's lists of a mixture keep one shape, so far; give --steps %u or fewer, or more tokens)",
 	               f->hf->name, t + 1, t);
@@ -2759,8 +2771,9 @@ static int moe_refit(struct ag_exec *x, const struct step_save *v, struct ag_ste
 		struct ag_step n, *st = list_at(s, own, S, k, t);
 		if (!redo[k])
 			continue;
-		if (moe_step_build(&n, f, o, fix + ((size_t)k * S + t) * LE, s, k, t, cause) != 0)
-			rc = -1;
+		int b = moe_step_build(&n, f, o, fix + ((size_t)k * S + t) * LE, s, k, t, cause);
+		if (b != 0)
+			rc = b;
 		else {
 			ag_step_free(st); /* (x[k].s points at st, whose contents change) */
 			*st = n;
@@ -2882,6 +2895,8 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 				t--; /* step t again */
 				continue;
 			}
+			if (r == MOE_RESHAPE)
+				rc = MOE_RESHAPE;
 		}
 		/* the mean loss of the step: ranks summed 0..N-1 in double, as
 		 * the engine's other runs report it */
@@ -3009,6 +3024,19 @@ static int moe_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 	tracker_init(&sc, world);
 	int rc = tfm_run(c2, hf, seq, world, init, tokens, 0, &sc, 0, &r, seen, guess, cause);
 	tracker_destroy(&sc);
+	/* the first step's list reshaped by its routing (moe_step_build):
+	 * guess holds the corrected blocks, so the search starts again with
+	 * step 1's list built for them (each start corrects a block: at most
+	 * L·world of them) */
+	for (size_t again = 0; rc == MOE_RESHAPE && again < L * world; again++) {
+		free(*cause);
+		*cause = NULL;
+		tracker_init(&sc, world);
+		rc = tfm_run(c2, hf, seq, world, init, tokens, 0, &sc, 0, &r, seen, guess, cause);
+		tracker_destroy(&sc);
+	}
+	if (rc == MOE_RESHAPE)
+		rc = -1;
 	if (rc == 0) {
 		ag_exec_result_free(&r);
 		rc = moe_starved(hf, guess, S, K, world, c->ddp_find_unused, cause);

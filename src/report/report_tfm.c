@@ -1382,7 +1382,7 @@ static void lora_tex(const struct report_tfm_model *m, struct zs_buf *b)
 		                                   "outside autograd's graph saves, is freed after its forward instead" : "",
 		              m->lora_dropout > 0 ? " without dropout" : "");
 		if (m->lora_dropout > 0) { /* util/step.c step_buffers_lora's lora_drop and lora_noise */
-			zs_buf_printf(b, "LoRA's dropout ($p = %g$, its masks the PyTorch step's) keeps, per adapter, its output, "
+			zs_buf_printf(b, "LoRA's dropout (probability %g, its masks the PyTorch step's) keeps, per adapter, its output, "
 			              "which lora\\_A's weight gradient reads, and its noise, $[B T, \\mathit{in}]$ each: "
 			              "$2 B T \\sum \\mathit{in} \\cdot p = ", m->lora_dropout);
 			grouped(b, 2 * bt * m->lora_insum * m->p);
@@ -1404,7 +1404,7 @@ static void lora_tex(const struct report_tfm_model *m, struct zs_buf *b)
 		zs_buf_printf(b, "), and a frozen base linear keeps its input only where something else needs it "
 		              "(docs/finetune.md)");
 		if (m->lora_dropout > 0)
-			zs_buf_printf(b, "; LoRA's dropout ($p = %g$) on each adapter's input keeps its noise where the input "
+			zs_buf_printf(b, "; LoRA's dropout (probability %g) on each adapter's input keeps its noise where the input "
 			              "requires grad and its output in the input's place for lora\\_A, activations too",
 			              m->lora_dropout);
 		if (m->nf4)

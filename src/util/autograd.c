@@ -7171,6 +7171,10 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		                 : o->lora_r      ? "--lora-r"
 		                 : o->quant_nf4   ? "--quant-base nf4"
 		                 : o->recompute   ? "--recompute full"
+		                 /* (held to DeepSpeed's hooks in fp32 with every
+		                  * parameter trained alone: tests/ds3_torch.sh) */
+		                 : o->freeze && *o->freeze ? "--freeze"
+		                 : o->amp != AG_F32 || o->mdt != AG_F32 ? "16-bit compute (autocast, DeepSpeed's bf16)"
 		                                  : NULL;
 		if (no)
 			return refuse(cause, "--model %s: DeepSpeed's ZeRO-3 module marks over %s are not described yet",

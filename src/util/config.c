@@ -1149,7 +1149,7 @@ static int ddp_find_unused_check(const struct zs_config *c, char **cause)
 int zs_config_check_torch(const struct zs_config *c, char **cause)
 {
 	static const enum zs_key torch_keys[] = {ZS_KEY_TORCH_VERSION, ZS_KEY_TORCH_DEVICE, ZS_KEY_OPTIM_IMPL,
-	                                         ZS_KEY_ZERO_GRAD, ZS_KEY_ATTN, ZS_KEY_WRAPPER};
+	                                         ZS_KEY_ZERO_GRAD, ZS_KEY_ATTN, ZS_KEY_WRAPPER, ZS_KEY_RECOMPUTE_IMPL};
 	/* The paper's schedule runs no PyTorch: a setting of it would change
 	 * nothing, so it is refused rather than recorded. */
 	for (size_t i = 0; i < sizeof torch_keys / sizeof torch_keys[0]; i++)
@@ -1160,7 +1160,7 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 	 * nothing, so it is refused rather than recorded (--attn stays: it is
 	 * --flash-attn's reference column there). */
 	static const enum zs_key plain_keys[] = {ZS_KEY_TORCH_VERSION, ZS_KEY_TORCH_DEVICE, ZS_KEY_OPTIM_IMPL,
-	                                         ZS_KEY_ZERO_GRAD};
+	                                         ZS_KEY_ZERO_GRAD, ZS_KEY_RECOMPUTE_IMPL};
 	for (size_t i = 0; i < sizeof plain_keys / sizeof plain_keys[0]; i++)
 		if (!zs_wrapper_step(c) && (c->given & ZS_KEY_BIT(plain_keys[i])))
 			return zs_fail(cause, "--%s: only with --wrapper none, ddp, fsdp or deepspeed so far (the engine's own DDP, FSDP and "
