@@ -95,8 +95,8 @@ refuse() { # WHAT TEXT MODEL ARGS...: zerosim theory must refuse with one line n
 	refuse "a target that matches nothing" "no linear layer of" llama $plain --lora-r 4 --lora-targets c_attn
 	refuse "lm_head: not described" "output embedding (lm_head) is not described" gpt2 $plain --lora-r 4 --lora-targets lm_head
 	refuse "--lora-alpha without --lora-r" "only with --lora-r" gpt2 $plain --lora-alpha 16
-	refuse "--freeze with LoRA under the paper's step" "--freeze with --lora-r: frozen adapters" gpt2 --world 2 \
-		--framework paper --lora-r 4 --freeze blocks:0-0 # (FSDP and DeepSpeed's engine run it: ft_fsdp_lora.sh, ds_torch.sh)
+	refuse "--freeze with LoRA under the engine's own step" "--freeze: only under --framework torch with --wrapper none" gpt2 --world 2 \
+		--framework torch --lora-r 4 --freeze blocks:0-0 # (FSDP, DeepSpeed's engine and the paper's step run it: ft_fsdp_lora.sh, ds_torch.sh, paper_lora.sh)
 	refuse "--freeze with LoRA naming no adapter" "its term 'embeddings' matches no adapter of" gpt2 $plain \
 		--lora-r 4 --freeze blocks:0-0,embeddings
 	refuse "--lora-r 0" "is not a rank" gpt2 $plain --lora-r 0
