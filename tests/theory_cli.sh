@@ -9,6 +9,7 @@ set -u
 top=${ZS_BUILDDIR:-.}
 zerosim=$top/zerosim
 spec=${srcdir:-.}/data/sweep.json
+models=${srcdir:-.}/report/models
 if [ ! -x "$zerosim" ]; then
 	echo "theory_cli: $zerosim is not built" >&2
 	exit 99
@@ -186,6 +187,30 @@ expect 0 --model llama-3-8b --lora-r 16 --lora-targets all-linear --device-mem 2
 	--format text
 grep -q '^  zero3  N > 1 not described: --lora-r under --framework paper' "$tmp/out" ||
 	fail "theory --lora-r --world 1 --format text: no zero3 advice line: $(tail -3 "$tmp/out")"
+
+# The issue's question as a user asks it (no --world, no --schemes): the
+# default worlds reach N > 1, where LoRA under the paper's zero3 is not
+# described; the default schemes leave zero3 out there and the text says so
+# (it once refused the whole run), while zero3 named by hand is refused.
+expect 0 --model llama-3-8b --lora-r 16 --lora-targets all-linear --device-mem 24GB
+grep -qF '(zero3 is left out of the default schemes: LoRA under the paper' "$tmp/out" ||
+	fail "theory --lora-r with the default schemes: no note on zero3: $(head -20 "$tmp/out")"
+grep -q '^ *[0-9]*  zero3 ' "$tmp/out" && fail "theory --lora-r with the default schemes: a zero3 row at N > 1"
+grep -q '^ *32  zero2 ' "$tmp/out" || fail "theory --lora-r with the default schemes: no zero2 row at N = 32"
+expect 2 --model llama-3-8b --lora-r 16 --lora-targets all-linear --device-mem 24GB --schemes zero3
+# --wrapper none is one process: N = 1 where --world is not given, and
+# fp32 where --precision is not (the PyTorch step refuses mixed, the
+# theory's default elsewhere); the same text as with both given
+expect 0 --model gpt2 --seq 64 --framework torch --wrapper none --torch-device cpu --attn eager --schemes dp
+mv "$tmp/out" "$tmp/implied"
+expect 0 --model gpt2 --seq 64 --framework torch --wrapper none --torch-device cpu --attn eager --schemes dp \
+	--world 1 --precision fp32
+cmp -s "$tmp/out" "$tmp/implied" || fail "theory --wrapper none: N = 1 and fp32 are not the defaults"
+"$zerosim" measure --quiet --model "$models/gpt2-tiny.json" --seq 8 --steps 1 --framework torch --wrapper none \
+	--torch-device cpu --attn eager --schemes dp --out "$tmp/m.json" 2>"$tmp/err" &&
+	python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['runs']; sys.exit(len(r) != 1 or r[0]['world'] != 1)" \
+		"$tmp/m.json" || fail "measure --wrapper none without --world: $(cat "$tmp/err")"
+rm -f "$tmp/m.json"
 
 # LoRA's paper level under the PyTorch step (--framework torch): PEFT's
 # model, its base frozen and its adapters trained, as under --framework

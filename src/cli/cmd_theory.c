@@ -95,10 +95,12 @@ static void usage(void)
 "\n"
 "Model options (as for 'zerosim measure'):\n"
 "      --layers LIST      layer widths d0,...,dL (default 64,256,64)\n"
-"      --world LIST       world sizes N (default 1,2,4,8,16,32)\n"
+"      --world LIST       world sizes N (default 1,2,4,8,16,32; 1 under\n"
+"                         --wrapper none)\n"
 "      --schemes LIST     of dp,zero1,zero2,zero3 (default all)\n"
 "      --unit LIST        of model,layer (default model)\n"
-"      --precision P      mixed, bf16 (mixed's bytes) or fp32 (default mixed);\n"
+"      --precision P      mixed, bf16 (mixed's bytes) or fp32 (default mixed;\n"
+"                         fp32 under --wrapper none, ddp or fsdp);\n"
 "                         amp-bf16: PyTorch's autocast over the PyTorch step\n"
 "                         (--wrapper none, ddp or fsdp, --torch-device cpu; gpt2,\n"
 "                         llama, mistral, qwen2, qwen3, phi3); under --wrapper\n"
@@ -431,7 +433,7 @@ static int load_model(struct theory_request *req, struct zs_config *c, struct zs
 			c->nunits = 1;
 			c->units[0] = ZS_UNIT_LAYER;
 		}
-		if (!zs_opts_sets(args, nargs, "world")) {
+		if (!zs_opts_sets(args, nargs, "world") && c->wrapper != ZS_WRAPPER_NONE) {
 			c->nworld = sizeof model_worlds / sizeof model_worlds[0];
 			memcpy(c->world, model_worlds, sizeof model_worlds);
 		}
@@ -626,6 +628,13 @@ int zs_cmd_theory(int argc, char **argv)
 	req.alloc = allocator ? &alloc_opts : NULL;
 	if (zs_opts_config(&config, args, nargs, &cause) < 0)
 		goto bad;
+	/* the PyTorch step is PyTorch's own (fp32 or autocast: mixed, the
+	 * theory's default, is refused there): fp32 where --precision is not
+	 * given, as measure --model's default (DeepSpeed's engine keeps mixed,
+	 * its bf16) */
+	if (model_arg != NULL && !(config.given & ZS_KEY_BIT(ZS_KEY_PRECISION)) &&
+	    (config.wrapper == ZS_WRAPPER_NONE || config.wrapper == ZS_WRAPPER_DDP || config.wrapper == ZS_WRAPPER_FSDP))
+		config.precision = ZS_FP32;
 	if (zs_config_validate(&config, &cause) < 0 || zs_framework_check(&config, 1, &cause) < 0 ||
 	    zs_config_check_model(&config, model_arg != NULL, &cause) < 0)
 		goto bad;
@@ -651,6 +660,22 @@ int zs_cmd_theory(int argc, char **argv)
 	    (model_arg != NULL && load_model(&req, &config, &model, model_arg, seq_arg, recompute_arg,
 	                                     flash, params_given, args, nargs, spec != NULL, &cause) < 0))
 		goto bad;
+	/* LoRA under the paper's zero3 is described at N = 1 only
+	 * (util/lora.c): where neither --schemes nor a spec names zero3, the
+	 * default schemes leave it out at N > 1 and the text says so, so that
+	 * the question "does it fit" is answered for the rest */
+	if (config.framework == ZS_FW_PAPER && config.lora_r && !(config.given & ZS_KEY_BIT(ZS_KEY_SCHEMES))) {
+		int wide = 0;
+		for (size_t w = 0; w < config.nworld; w++)
+			wide |= config.world[w] > 1;
+		size_t n = 0;
+		for (size_t i = 0; wide && i < config.nschemes; i++)
+			if (config.schemes[i] != ZS_ZERO3)
+				config.schemes[n++] = config.schemes[i];
+		req.lora_zero3_left = wide && n < config.nschemes;
+		if (wide)
+			config.nschemes = n;
+	}
 	if (zs_precision_amp_check(&config, model_arg != NULL, &cause) < 0 ||
 	    moe_check(&req, &config, model_arg != NULL ? &model : NULL, routing_arg, &routing, allocator, flash, &cause) < 0 ||
 	    zs_freeze_paper_check(&config, model_arg != NULL ? &model : NULL, &cause) < 0 ||

@@ -232,6 +232,12 @@ int zs_opts_config(struct zs_config *c, const struct zs_arg *args, size_t nargs,
 		    zs_config_set(c, o->key != NULL ? o->key : o->name, args[i].value, cause) != 0)
 			return -1;
 	}
+	/* a default that follows the step: the plain loop (--wrapper none)
+	 * is one process, N = 1 where neither --world nor a spec lists N */
+	if (c->wrapper == ZS_WRAPPER_NONE && !(c->given & ZS_KEY_BIT(ZS_KEY_WORLD))) {
+		c->nworld = 1;
+		c->world[0] = 1;
+	}
 	return 0;
 }
 

@@ -569,6 +569,7 @@ struct theory_request {
 	const struct zs_model *model;    /* --model, or NULL */
 	struct theory_act_opts act;      /* --seq, --recompute, --flash-attn (a model) */
 	int bf16;                        /* --precision bf16: mixed's bytes, its name */
+	int lora_zero3_left;             /* the paper's zero3 left out of LoRA's default schemes */
 	double params;                   /* Ψ (used with neither shape) */
 	double largest_unit;             /* --largest-unit, or 0 for none */
 	double device_mem;               /* --device-mem bytes, or 0 for none */

@@ -230,10 +230,13 @@ static const char *in_scale(char *buf, size_t size, uint64_t bytes, int dash, si
 
 /* theory --model's precision when none is given is mixed, measure
  * --model's fp32 (cmd_measure.c, transformer_run): the same options are
- * then two runs, and the text says so. */
+ * then two runs, and the text says so. Under the PyTorch step's plain
+ * loop, DDP or FSDP it is fp32 on both sides (cmd_theory.c): nothing to say. */
 static const char *default_precision_note(const struct zs_config *c)
 {
-	if (c->given & ZS_KEY_BIT(ZS_KEY_PRECISION))
+	if ((c->given & ZS_KEY_BIT(ZS_KEY_PRECISION)) ||
+	    (c->precision == ZS_FP32 && (c->wrapper == ZS_WRAPPER_NONE || c->wrapper == ZS_WRAPPER_DDP ||
+	                                 c->wrapper == ZS_WRAPPER_FSDP)))
 		return "";
 	return " (theory's default; measure --model's is fp32: give --precision to both to compare them)";
 }
@@ -511,6 +514,9 @@ static void table_text(struct zs_buf *t, const struct theory_request *req, enum 
 			                              : "an fp32 absmax per 64", qb.p, amount(v2, sizeof v2, q.weights * qb.p));
 		}
 	}
+	if (req->lora_zero3_left)
+		zs_buf_printf(t, "(zero3 is left out of the default schemes: LoRA under the paper's zero3 is "
+		              "described at N = 1 only, docs/finetune.md; --world 1 --schemes zero3 gives it)\n");
 	if (mem && req->alloc != NULL)
 		zs_buf_printf(t, "(--allocator cuda: the peak's fit and the largest micro-batch are judged on what "
 		              "the GPU holds, the step's reserved bytes plus the device's fixed costs; see \"What "
