@@ -9,7 +9,8 @@
 #
 # 1. The CLI: --quant-base (nf4 or none) without --lora-r, --double-quant
 #    (on or off) without --quant-base nf4, fp4, a bad on/off, torch 1.13,
-#    FSDP, and measure --write-case: one line, exit 2, nothing written.
+#    under FSDP a layer of n not a multiple of 8, and measure
+#    --write-case: one line, exit 2, nothing written.
 # 2. theory = measure to the byte (between steps, the steady step's peak,
 #    both breakdowns and every mark) over gpt2 tiny (Conv1D, which
 #    transformers' _replace_with_bnb_linear converts too) and llama tiny,
@@ -55,6 +56,13 @@
 #    the LoRA run under the same autocast), plain loop, DDP N = 2 and zero1
 #    N = 2 (their bytes against PyTorch 2.6: tests/ft_lora.sh torch26's
 #    "QLoRA" rows); float16 autocast and gpt2 under autocast are refused (1.).
+# 9. Under --wrapper fsdp (N = 2 and 3, FULL_SHARD and SHARD_GRAD_OP, fp32
+#    and autocast): 2., and 3. with each block's unit flattening the codes
+#    as quant_storage float32 (n / 8 elements, 4 B each) in the fp32
+#    weights' place, beside its norms and biases, padded to a multiple of
+#    N and sharded; the quant state whole on every rank (docs/finetune.md,
+#    "QLoRA under FSDP"; the bytes against PyTorch 2.6: tests/
+#    ft_fsdp_lora.sh torch26's QLoRA rows).
 # Exit 0 pass, 1 disagreement, 99 hard error.
 set -u
 top=${ZS_BUILDDIR:-.}
