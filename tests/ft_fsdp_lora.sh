@@ -52,7 +52,10 @@
 # when its inputs' gradients are in (llama LoRA K = 1, --freeze
 # blocks:0-0 K = 2 no_sync) and SHARD_GRAD_OP's (gpt2 LoRA K = 2, the
 # frozen prefix), and the two frozen adapters' rows; not the refusals nor
-# the losses. Without a root: skip
+# the losses. And two of its own: QLoRA (--quant-base nf4, bitsandbytes
+# 0.47.0's Linear4bit written op by op in ft_torch.py, quant_storage
+# float32), llama q_proj,v_proj K = 1 and gpt2 all-linear with double
+# quantization, K = 2 no_sync. Without a root: skip
 # (77), a failure under ZS_REQUIRE_TORCH26=1.
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
@@ -170,8 +173,8 @@ case_() {
 
 # (under torch26 six rows, each one 2.6 reads apart from 1.13: check-torch26's
 # time; the others ran by hand, docs/finetune.md)
-all=
-[ "$mode" = torch26 ] && all=:
+all= only26=:
+[ "$mode" = torch26 ] && all=: only26=
 for phase in add check; do
 i=0
 [ $phase = check ] && ft_run ft ft_torch.py
@@ -208,6 +211,14 @@ case_ fsdp2-zero2-freeze-prefix-llama-k1-zeros llama 1 zeros on fp32 zero2 \
 # frozen, each lora_B a trained unit over it
 case_ fsdp2-lora-frozen0-llama-k2-none-nosync llama 2 none on fp32 zero3 --lora-r 4 --freeze blocks:0-0
 case_ fsdp2-zero2-lora-frozenA-gpt2-k2-zeros-sync gpt2 2 zeros off fp32 zero2 --lora-r 4 --freeze re:lora_A
+# QLoRA (--quant-base nf4; 2.6 alone: bitsandbytes 0.47.0 needs torch >=
+# 2.2): ft_torch.py's Linear4bit with quant_storage float32 under --fsdp,
+# the codes flattened into each block's frozen unit, the quant state
+# whole on every rank (docs/finetune.md, "QLoRA under FSDP"); llama q, v,
+# and gpt2 all-linear (Conv1D, biased) with double quantization, K = 2
+$only26 case_ fsdp2-qlora-llama-k1-zeros llama 1 zeros on fp32 zero3 --lora-r 4 --quant-base nf4
+$only26 case_ fsdp2-qlora-gpt2-dq-k2-none-nosync gpt2 2 none on fp32 zero3 --lora-r 4 --lora-targets all-linear \
+	--quant-base nf4 --double-quant on
 
 # The losses: zerosim's LoRA run as a case, trained by PyTorch under FSDP
 # (the loss moves through the adapters alone: the base is frozen)

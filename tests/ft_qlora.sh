@@ -9,7 +9,8 @@
 #
 # 1. The CLI: --quant-base (nf4 or none) without --lora-r, --double-quant
 #    (on or off) without --quant-base nf4, fp4, a bad on/off, torch 1.13,
-#    FSDP, and measure --write-case: one line, exit 2, nothing written.
+#    under FSDP a layer of n not a multiple of 8, and measure
+#    --write-case: one line, exit 2, nothing written.
 # 2. theory = measure to the byte (between steps, the steady step's peak,
 #    both breakdowns and every mark) over gpt2 tiny (Conv1D, which
 #    transformers' _replace_with_bnb_linear converts too) and llama tiny,
@@ -55,6 +56,13 @@
 #    the LoRA run under the same autocast), plain loop, DDP N = 2 and zero1
 #    N = 2 (their bytes against PyTorch 2.6: tests/ft_lora.sh torch26's
 #    "QLoRA" rows); float16 autocast and gpt2 under autocast are refused (1.).
+# 9. Under --wrapper fsdp (N = 2 and 3, FULL_SHARD and SHARD_GRAD_OP, fp32
+#    and autocast): 2., and 3. with each block's unit flattening the codes
+#    as quant_storage float32 (n / 8 elements, 4 B each) in the fp32
+#    weights' place, beside its norms and biases, padded to a multiple of
+#    N and sharded; the quant state whole on every rank (docs/finetune.md,
+#    "QLoRA under FSDP"; the bytes against PyTorch 2.6: tests/
+#    ft_fsdp_lora.sh torch26's QLoRA rows).
 # Exit 0 pass, 1 disagreement, 99 hard error.
 set -u
 top=${ZS_BUILDDIR:-.}
@@ -121,9 +129,15 @@ refuse "--precision amp-fp16" "QLoRA under float16 autocast is not described yet
 rm=gpt2
 refuse "gpt2 under autocast" "QLoRA under autocast over gpt2" --lora-r 4 --quant-base nf4 --precision amp-bf16
 rm=llama
-# (LoRA under FSDP: tests/ft_fsdp_lora.sh; QLoRA under FSDP not described)
-refuse "--wrapper fsdp" "QLoRA under FSDP is not described yet" --lora-r 4 --quant-base nf4 \
-	--wrapper fsdp --world 2 --schemes zero3
+# under FSDP the codes are quant_storage float32's (n + 1) // 8 elements
+# (bitsandbytes 0.47.0 backends/cuda/ops.py line 320): a layer of n not a
+# multiple of 8 would lose codes (hidden 6, 2 heads: q_proj 36 elements)
+sed 's/"hidden_size": 64/"hidden_size": 6/; s/"num_attention_heads": 4/"num_attention_heads": 2/' \
+	"$tmp/llama.json" >"$tmp/odd.json"
+rm=odd
+refuse "--wrapper fsdp, a layer of n not a multiple of 8" "elements not a multiple of 8" --lora-r 4 \
+	--quant-base nf4 --wrapper fsdp --world 2 --schemes zero3
+rm=llama
 # measure --write-case: a case has no key for the 4-bit base (refused,
 # not written without it): one line, exit 2, neither the case nor --out
 # shellcheck disable=SC2086
@@ -204,6 +218,18 @@ for o, k in layers:
     b = -(-n // 64)
     held += n // 2 + 64 + (b + 4 * -(-b // 256) + 4 + 1024 if dq else 4 * b)
 want = f["resident_bytes"] - 4 * n_all + held
+# FSDP (FULL_SHARD, N ranks): each block's unit flattens its base linear
+# weights (fp32: 4 B an element; 4-bit: the codes as quant_storage
+# float32, n / 8 elements) with the block's other parameters (norms,
+# biases: e elements), padded to a multiple of N, each rank a shard of 4
+# B an element; the quant state (all but the codes) whole on every rank
+if label.startswith("FSDP"):
+    N = int(label.split("N = ")[1].split(":")[0])
+    L = cfg.get("n_layer", cfg.get("num_hidden_layers"))
+    per = layers[:len(layers) // L]
+    e = 13 * d if cfg["model_type"] == "gpt2" else 2 * d  # ln_1/ln_2 weight and bias, 4 biases; two RMSNorms
+    fp, q4 = -(-(sum(o * k for o, k in per) + e) // N), -(-(sum(o * k // 8 for o, k in per) + e) // N)
+    want = f["resident_bytes"] - 4 * L * (fp - q4) + held - n_all // 2
 if t["resident_bytes"] != want:
     bad.append(f"between steps {t['resident_bytes']:,}, from the shapes {want:,} ({t['resident_bytes'] - want:+,} B)")
 # wide: the forward's last down_proj (the most activations held) is where
@@ -215,7 +241,7 @@ if t["resident_bytes"] != want:
 # DDP: the 4-bit base is frozen (no bucket slot) and, of its storages,
 # only the packed weight is a module state (broadcast once at
 # construction, in set-up): the steps' traffic is the fp32-base run's
-if t.get("comm_bytes_per_rank_per_step") != f.get("comm_bytes_per_rank_per_step"):
+if not label.startswith("FSDP") and t.get("comm_bytes_per_rank_per_step") != f.get("comm_bytes_per_rank_per_step"):
     bad.append(f"comm a step {t.get('comm_bytes_per_rank_per_step')}, the fp32 base's "
                f"{f.get('comm_bytes_per_rank_per_step')}")
 if label.startswith("wide"):
@@ -303,6 +329,9 @@ checkpointed zero1 N = 2: gpt2, all-linear, K = 2;gpt2;zeros;2;--lora-r 4 --lora
 autocast: llama, q_proj + v_proj, zeros, double quant;llama;zeros;1;--lora-r 4 --quant-base nf4 --double-quant on --precision amp-bf16
 autocast: DDP N = 2: llama, all-linear, double quant, K = 2;llama;none;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --precision amp-bf16 --wrapper ddp --world 2
 autocast: zero1 N = 2: llama, all-linear, double quant, K = 2;llama;none;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --precision amp-bf16 --wrapper ddp --world 2 --schemes zero1
+FSDP N = 2: llama, q_proj + v_proj, zeros;llama;zeros;1;--lora-r 4 --quant-base nf4 --wrapper fsdp --world 2 --schemes zero3
+FSDP N = 2: gpt2, all-linear, double quant, K = 2 no_sync;gpt2;none;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --wrapper fsdp --world 2 --schemes zero3
+FSDP N = 3: llama, all-linear, autocast, SHARD_GRAD_OP;llama;zeros;1;--lora-r 4 --lora-targets all-linear --quant-base nf4 --precision amp-bf16 --wrapper fsdp --world 3 --schemes zero2
 DDP set-up, N = 2, T = 4, B = 1: the broadcast copy at the peak;llama;zeros;1;--lora-r 4 --quant-base nf4 --wrapper ddp --world 2 --seq 4 --batch 1
 CASES
 exit $status

@@ -66,8 +66,9 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    _maybe_include_all_linear_layers); default PEFT's per
                    model (peft/utils/constants.py v0.20.0: gpt2 c_attn line
                    69, llama q_proj,v_proj line 83).
-  --quant-base nf4 [--double-quant on|off]
-                   with --lora-r (one rank, PyTorch >= 2.2, no --case):
+  --quant-base nf4 [--double-quant on|off] [--quant-storage S]
+                   with --lora-r (one rank or --fsdp, PyTorch >= 2.2, no
+                   --case):
                    QLoRA's 4-bit base, bitsandbytes 0.47.0's Linear4bit
                    written op by op (bitsandbytes does not install here;
                    see Linear4bit, MatMul4Bit, dequantize_4bit), every
@@ -75,7 +76,13 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    constructor registers it (quantize_as_loaded), under
                    PEFT's lora.bnb.Linear4bit (LoraLinear4bit); its
                    compute dtype bf16 under --amp bf16 (the QLoRA recipe's
-                   bnb_4bit_compute_dtype), else fp32.
+                   bnb_4bit_compute_dtype), else fp32. --quant-storage
+                   uint8, float32 or bfloat16: bitsandbytes'
+                   quant_storage, the packed codes held as that dtype's
+                   elements (default uint8; under --fsdp float32, the
+                   model's dtype, as FSDP-QLoRA sets it, so that FSDP
+                   flattens them into its units with the rest: uint8 there
+                   is FSDP's "Cannot flatten integer dtype tensors").
   --amp bf16       each micro-step's forward under torch.autocast("cpu",
                    bfloat16), as hf_torch.py --amp bf16 (oneDNN off, as
                    there); the loss's division by K and backward outside the
@@ -225,7 +232,7 @@ class QuantState:
     of the dynamic map); dtype the weight's before quantizing."""
 
 
-def quantize_4bit(w, double_quant):
+def quantize_4bit(w, double_quant, storage=torch.uint8):
     """Params4bit._quantize (nn/modules.py lines 298-312) of w [out, in]
     (fp32): functional.quantize_4bit (lines 825-905): the packed uint8
     [(n + 1) / 2, 1] (first element in the high nibble, default ops line
@@ -238,7 +245,17 @@ def quantize_4bit(w, double_quant):
     idx, am = np_blockwise(w.detach().numpy().reshape(-1), code, 64)
     if idx.size % 2:
         idx = np.append(idx, np.uint8(0))
-    packed = torch_of((idx[0::2] << 4 | idx[1::2]).astype(np.uint8), ((w.numel() + 1) // 2, 1))
+    codes = (idx[0::2] << 4 | idx[1::2]).astype(np.uint8)
+    if storage == torch.uint8:
+        packed = torch_of(codes, ((w.numel() + 1) // 2, 1))
+    else:
+        # quant_storage (FSDP-QLoRA): the CUDA kernel's one output,
+        # torch.empty(((n + 1) // (quant_storage.itemsize * 2), 1),
+        # dtype=quant_storage) (backends/cuda/ops.py line 320), the same
+        # codes read as that dtype's elements
+        size = storage.itemsize if hasattr(storage, "itemsize") else torch.empty(0, dtype=storage).element_size()
+        packed = torch.empty(((w.numel() + 1) // (size * 2), 1), dtype=storage)
+        packed.view(torch.uint8).copy_(torch.from_numpy(codes[:packed.numel() * size].reshape(-1, size)))
     absmax = torch_of(am)
     qs = QuantState()
     qs.shape, qs.dtype, qs.nested = tuple(w.shape), w.dtype, double_quant
@@ -258,6 +275,17 @@ def quantize_4bit(w, double_quant):
     return packed, qs
 
 
+def kernel_bytes(t):
+    """The bytes a kernel reads from contiguous t, as a numpy uint8 array
+    over its memory: no allocation, and unlike t.numpy() the storage stays
+    resizable (tensor_to_numpy marks it not), which FSDP's
+    _free_storage needs of a view of its gathered flat parameter."""
+    import ctypes
+    import numpy as np
+    n = t.numel() * t.element_size()
+    return np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(t.data_ptr())) if n else np.empty(0, np.uint8)
+
+
 def dequantize_4bit(packed, qs):
     """functional.dequantize_4bit (lines 930-1015): nested, the fp32 absmax
     first (dequantize_blockwise: one empty_like, cuda ops line 250; then
@@ -273,7 +301,7 @@ def dequantize_4bit(packed, qs):
         am += qs.offset
     else:
         am = qs.absmax
-    p = packed.numpy().reshape(-1)
+    p = kernel_bytes(packed)
     idx = np.empty(2 * p.size, np.int64)
     idx[0::2], idx[1::2] = p >> 4, p & 15
     n = math.prod(qs.shape)
@@ -316,10 +344,10 @@ class Linear4bit(nn.Module):
     --amp bf16 (BitsAndBytesConfig(bnb_4bit_compute_dtype=torch.bfloat16),
     the QLoRA recipe), else fp32 (the config's default)."""
 
-    def __init__(self, mod, conv1d, double_quant, compute_dtype):
+    def __init__(self, mod, conv1d, double_quant, compute_dtype, storage=torch.uint8):
         super().__init__()
         w = mod.weight.t() if conv1d else mod.weight
-        packed, self.qs = quantize_4bit(w, double_quant)
+        packed, self.qs = quantize_4bit(w, double_quant, storage)
         self.weight = nn.Parameter(packed, requires_grad=False)
         self.bias = mod.bias
         self.compute_dtype = compute_dtype
@@ -362,6 +390,11 @@ class LoraLinear4bit(LoraLinear):
         return result
 
 
+# --quant-storage: bitsandbytes' quant_storage (Params4bit, nn/modules.py
+# line 220; transformers' BitsAndBytesConfig(bnb_4bit_quant_storage=...))
+STORAGE = {"uint8": torch.uint8, "float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
 def quantize_as_loaded(a):
     """transformers' 4-bit load, one weight at a time: _replace_with_bnb_linear
     makes every nn.Linear and Conv1D but lm_head (modules_to_not_convert) a
@@ -378,7 +411,7 @@ def quantize_as_loaded(a):
         if name == "lm_head" or not isinstance(sub, (nn.Linear, H.Conv1D)):
             return None
         conv = isinstance(sub, H.Conv1D)
-        q = Linear4bit(sub, conv, a.double_quant, cdt)
+        q = Linear4bit(sub, conv, a.double_quant, cdt, STORAGE[a.quant_storage])
         q.in_features, q.out_features = sub.weight.shape if conv else (sub.in_features, sub.out_features)
         return q
     return torch.nn.modules.module.register_module_module_registration_hook(hook)
@@ -857,7 +890,7 @@ def run(a, rank=0, world=1):
     out = dict(torch=torch.__version__, model=a.model, family=family, tied=tied, seq=a.seq, batch=a.batch,
                grad_accum=K, world=world, no_sync=bool(a.no_sync) if world > 1 else None, steps=S,
                optimizer_impl=a.optimizer_impl, zero_grad="none" if zero_none else "zeros", dropout=a.dropout, amp=a.amp,
-               freeze=a.freeze, quant_base=a.quant_base, double_quant=a.double_quant, lora=dict(r=a.lora_r, alpha=a.lora_alpha, dropout=a.lora_dropout,
+               freeze=a.freeze, quant_base=a.quant_base, double_quant=a.double_quant, quant_storage=a.quant_storage, lora=dict(r=a.lora_r, alpha=a.lora_alpha, dropout=a.lora_dropout,
                                           targets=adapted) if a.lora_r else None,
                params=n_all, trainable=n_train,
                frozen_names=sorted(hf_name(family, n) for n in frozen),
@@ -1002,6 +1035,10 @@ def main():
     ap.add_argument("--quant-base", choices=["none", "nf4"], default="none",
                     help="nf4: QLoRA's 4-bit base (bitsandbytes 0.47.0's Linear4bit written op by op: see "
                          "Linear4bit), compute dtype bf16 under --amp bf16, else fp32; PyTorch >= 2.2")
+    ap.add_argument("--quant-storage", choices=sorted(STORAGE), default=None,
+                    help="with --quant-base nf4: bitsandbytes' quant_storage, the dtype whose elements hold the "
+                         "packed codes (default uint8, bitsandbytes' own; under --fsdp float32, the model's "
+                         "dtype, as FSDP-QLoRA sets it, so that FSDP flattens them with the rest)")
     ap.add_argument("--double-quant", choices=["on", "off"], default=None,
                     help="with --quant-base nf4: compress_statistics (zerosim's spelling)")
     ap.add_argument("--recompute", choices=["none", "full"], default="none",
@@ -1030,8 +1067,11 @@ def main():
         ap.error("--fsdp shards over --world N >= 2 ranks")
     if a.fsdp and a.zero1:
         ap.error("--fsdp and --zero1: one wrapper a run")
-    if a.quant_base == "nf4" and (not a.lora_r or a.case or a.world > 1 or H.TV < (2, 2)):
-        ap.error("--quant-base nf4: with --lora-r, one rank, no --case, PyTorch >= 2.2 (bitsandbytes 0.47.0)")
+    if a.quant_base == "nf4" and (not a.lora_r or a.case or (a.world > 1 and not a.fsdp) or H.TV < (2, 2)):
+        ap.error("--quant-base nf4: with --lora-r, one rank or --fsdp, no --case, PyTorch >= 2.2 (bitsandbytes 0.47.0)")
+    if a.quant_storage and a.quant_base != "nf4":
+        ap.error("--quant-storage: only with --quant-base nf4")
+    a.quant_storage = a.quant_storage or ("float32" if a.fsdp else "uint8")
     if a.double_quant and a.quant_base != "nf4":
         ap.error("--double-quant: only with --quant-base nf4")
     a.double_quant = a.double_quant == "on"

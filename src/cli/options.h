@@ -159,7 +159,9 @@ struct zs_opt {
 	"                         torch 2.6; fp32, or amp-bf16: compute dtype bf16,\n" \
 	"                         the temporary copied to bf16; not gpt2, nor as\n" \
 	"                         many k/v heads as heads; --wrapper\n" \
-	"                         none or ddp, dp or zero1)\n" \
+	"                         none, ddp (dp, zero1) or fsdp, whose units hold\n" \
+	"                         the codes as fp32 elements, quant_storage\n" \
+	"                         float32, the quant state on every rank)\n" \
 	"      --double-quant S   with --quant-base nf4: the absmax in 8 bits, on or\n" \
 	"                         off (default off; about 4.127 bits a weight)\n"
 

@@ -991,6 +991,34 @@ static void flat_out_u8(const struct agv *v, const uint8_t *f)
 		st(v, at_lin(v, r), (float)f[r]);
 }
 
+/* The packed codes' bytes, (n + 1) / 2 of them: a uint8 view's elements,
+ * or under FSDP (bitsandbytes' quant_storage float32: util/autograd.c's
+ * q4_quantize) the bytes of a contiguous fp32 view, as the kernel reads
+ * them; codes_view: whether v holds them. */
+static int codes_view(const struct agv *v, uint64_t n)
+{
+	if (v->dt == AG_U8)
+		return v->numel == (n + 1) / 2;
+	return v->dt == AG_F32 && v->numel * v->es == (n + 1) / 2 && (v->nd == 0 || v->stride[0] == 1 || v->numel <= 1);
+}
+
+static uint8_t *codes_in(const struct agv *v)
+{
+	if (v->dt == AG_U8)
+		return flat_in_u8(v);
+	uint8_t *f = zs_malloc((size_t)(v->numel * v->es > 0 ? v->numel * v->es : 1));
+	memcpy(f, v->base, (size_t)(v->numel * v->es));
+	return f;
+}
+
+static void codes_out(const struct agv *v, const uint8_t *f)
+{
+	if (v->dt == AG_U8)
+		flat_out_u8(v, f);
+	else
+		memcpy(v->base, f, (size_t)(v->numel * v->es));
+}
+
 /* ------------------------------------------------------------------------ */
 /* A mixture's routing (MixtralSparseMoeBlock.forward, modeling_mixtral.py
  * at 00d4b3d2 105-142, and its backward as 1.13's autograd runs it: util/
@@ -1214,27 +1242,27 @@ static int op_quant(struct opctx *oc, enum ag_op k, const struct agv *out, const
 	}
 	case AG_OP_NF4_QUANTIZE:
 	case AG_OP_QUANTIZE_BLOCKWISE:
-		if (out[0].numel != (k == AG_OP_NF4_QUANTIZE ? (n + 1) / 2 : n) || out[1].numel != blocks ||
+		if (!(k == AG_OP_NF4_QUANTIZE ? codes_view(&out[0], n) : out[0].numel == n) || out[1].numel != blocks ||
 		    (k == AG_OP_QUANTIZE_BLOCKWISE && in[1].numel != 256))
 			return FAIL("%s: the outputs do not hold the input's codes and absmax", ag_op_name(k));
 		f = flat_in(&in[0]);
 		a = zs_malloc((size_t)(blocks ? blocks : 1) * sizeof *a);
-		q = zs_malloc((size_t)(out[0].numel ? out[0].numel : 1));
+		q = zs_malloc((size_t)(out[0].numel * out[0].es > 0 ? out[0].numel * out[0].es : 1));
 		if (k == AG_OP_NF4_QUANTIZE) {
 			nf4_quantize(q, a, f, n);
 		} else {
 			c = flat_in(&in[1]);
 			nf4_quantize_blockwise(q, a, f, c, n, bs);
 		}
-		flat_out_u8(&out[0], q);
+		codes_out(&out[0], q);
 		flat_out(&out[1], a);
 		break;
 	case AG_OP_NF4_DEQUANTIZE:
 	case AG_OP_DEQUANTIZE_BLOCKWISE:
-		if (in[0].numel != (k == AG_OP_NF4_DEQUANTIZE ? (n + 1) / 2 : n) || in[1].numel != blocks ||
+		if (!(k == AG_OP_NF4_DEQUANTIZE ? codes_view(&in[0], n) : in[0].numel == n) || in[1].numel != blocks ||
 		    (k == AG_OP_DEQUANTIZE_BLOCKWISE && in[2].numel != 256))
 			return FAIL("%s: the operands are not the output's codes and absmax", ag_op_name(k));
-		q = flat_in_u8(&in[0]);
+		q = codes_in(&in[0]);
 		a = flat_in(&in[1]);
 		f = zs_malloc((size_t)(n ? n : 1) * sizeof *f);
 		if (k == AG_OP_NF4_DEQUANTIZE) {
@@ -2388,13 +2416,13 @@ static int viewed_param16(const struct ag_exec *x, uint32_t t, float *out)
 }
 
 /* Whether the step holds parameter tensor i (part `part`) quantized to 4
- * bits (util/autograd.c's QLoRA section: its packed codes, a uint8
- * buffer of that parameter). */
+ * bits (util/autograd.c's QLoRA section: its packed codes, a buffer of
+ * that parameter; under FSDP a view of its unit's flat parameter). */
 static int quantized(const struct ag_step *s, int32_t i, int32_t part)
 {
 	for (uint32_t t = 0; t < s->ntensors; t++) {
 		const struct ag_tensor *q = &s->tensor[t];
-		if (q->storage == t && q->role == AG_ROLE_BUFFER && q->dtype == AG_U8 && q->param == i &&
+		if (q->role == AG_ROLE_BUFFER && q->what != NULL && strcmp(q->what, AG_Q4_CODES) == 0 && q->param == i &&
 		    (q->part == part || (q->part < 0 && part == 0)))
 			return 1;
 	}
@@ -2422,7 +2450,7 @@ static int final_weights(const struct tfm_feed *f, const struct ag_exec *x, unsi
 			                            s->tensor[t].param == (int32_t)i &&
 			                            (f->part[t] == part || (f->part[t] < 0 && part == 0))))
 				t++;
-			if (t < s->ntensors && ag_exec_data(x, t) == NULL && nranks < 2 && quantized(s, (int32_t)i, part))
+			if (t < s->ntensors && ag_exec_data(x, t) == NULL && quantized(s, (int32_t)i, part))
 				continue; /* --quant-base: a 4-bit base weight (frozen; its fp32 form is gone) */
 			const float *d = t < s->ntensors ? ag_exec_data(x, t) : NULL;
 			if (d == NULL && t < s->ntensors && nranks < 2)

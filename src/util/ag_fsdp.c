@@ -299,6 +299,34 @@ static struct unit *block_mark(const struct ag_event *e, struct unit *u, size_t 
 }
 
 
+/* QLoRA under FSDP (--quant-base nf4; docs/finetune.md, "QLoRA under
+ * FSDP"): a 4-bit layer's packed codes, fp32 elements (quant_storage), are
+ * its weight to FSDP -- the Params4bit in the weight's place, flattened
+ * into the block's unit with the rest (the quant state, attributes, stays
+ * whole on every rank) -- and the weight's fp32 form, freed once
+ * quantized in set-up, is none. */
+static int is_q4_codes(const struct ag_tensor *x)
+{
+	return x->role == AG_ROLE_BUFFER && x->what != NULL && strcmp(x->what, AG_Q4_CODES) == 0;
+}
+
+static int is_quantized(const struct ag_step *s, const struct ag_tensor *w)
+{
+	for (uint32_t t = 0; t < s->ntensors && w->param >= 0; t++)
+		if (s->tensor[t].storage == t && is_q4_codes(&s->tensor[t]) && s->tensor[t].param == w->param &&
+		    s->tensor[t].part == w->part)
+			return 1;
+	return 0;
+}
+
+/* A storage FSDP flattens: a parameter (but a quantized weight's fp32
+ * form) or a 4-bit layer's codes. */
+static int flattened(const struct ag_step *s, uint32_t t)
+{
+	const struct ag_tensor *x = &s->tensor[t];
+	return x->storage == t && (x->role == AG_ROLE_PARAM ? !is_quantized(s, x) : is_q4_codes(x));
+}
+
 /* The units: one per block (their order), then the root (*iroot), then,
  * with LoRA, one per adapter (PEFT's fsdp_auto_wrap_policy: each leaf
  * whose weight requires grad, lora_A and lora_B, a unit nested in its
@@ -342,7 +370,7 @@ static struct unit *make_units(const struct ag_step *s, const struct step_params
 	size_t na = 0, ka = 0; /* the adapters' units so far; the adapter parameters so far (the marks' K) */
 	for (uint32_t t = 0; t < s->ntensors; t++) {
 		const struct ag_tensor *x = &s->tensor[t];
-		if (x->storage != t || x->role != AG_ROLE_PARAM)
+		if (!flattened(s, t))
 			continue;
 		struct unit *v;
 		if (x->param < 0 && !trained[t]) {
@@ -954,7 +982,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 	for (size_t t = 0; t < nt0; t++) {
 		struct ag_tensor *x = &s->tensor[t];
 		uint32_t w = x->storage;
-		if (unit_of[w] < 0 || is_pg[w] || s->tensor[w].role != AG_ROLE_PARAM)
+		if (unit_of[w] < 0 || is_pg[w] || (s->tensor[w].role != AG_ROLE_PARAM && !is_q4_codes(&s->tensor[w])))
 			continue;
 		const struct unit *v = &u[unit_of[w]];
 		x->offset += v->off[slot_of[w]];

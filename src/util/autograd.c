@@ -3122,7 +3122,8 @@ static void linear_b_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, st
  * (docs/finetune.md, "Under --schemes zero1"). */
 
 struct q4_st {
-	T packed, absmax;   /* uint8 [(n + 1) / 2, 1]; fp32 [blocks] (NO with double quantization) */
+	T packed, absmax;   /* uint8 [(n + 1) / 2, 1] (FSDP: fp32 [(n + 1) / 8, 1]); fp32 [blocks] (NO with double
+	                     * quantization) */
 	T code;             /* fp32 [16] */
 	T qabsmax, offset, absmax2, code2; /* double quantization (else NO) */
 	uint64_t rows, cols;                /* the weight as [out, in] */
@@ -3157,7 +3158,17 @@ static void q4_quantize(struct bld *b, struct model *M, size_t w)
 	s->from = *b->n;
 	s->at = q->made;
 	T src = conv ? transpose_last2(b, q->w) : q->w;
-	s->packed = q4_storage(b, q, "quantize_4bit (packed weight)", AG_U8, 2, SH((n + 1) / 2, 1));
+	/* under --wrapper fsdp the codes are held as fp32 elements
+	 * (bitsandbytes' quant_storage=torch.float32, the fp32-loaded model's
+	 * dtype, which FSDP's uniform flat parameter needs: docs/finetune.md,
+	 * "QLoRA under FSDP"): the CUDA kernel's output (n + 1) / 8 of them
+	 * (backends/cuda/ops.py line 320), the same n / 2 bytes where 8
+	 * divides n; util/ag_fsdp.c flattens them into the block's unit */
+	if (b->o->fsdp_unit_marks && n % 8)
+		unsupported(b, "--quant-base nf4 under --wrapper fsdp with a base layer of elements not a multiple of 8 "
+		               "(quant_storage float32's (n + 1) // 8 elements would not hold its codes)");
+	s->packed = b->o->fsdp_unit_marks ? q4_storage(b, q, AG_Q4_CODES, AG_F32, 2, SH((n + 1) / 8, 1))
+	                                  : q4_storage(b, q, AG_Q4_CODES, AG_U8, 2, SH((n + 1) / 2, 1));
 	T absmax = q4_storage(b, q, "quantize_4bit (absmax)", AG_F32, 1, SH(blocks));
 	op(b, AG_OP_NF4_QUANTIZE, src, NO, NO, s->packed, absmax, NO);
 	if (conv)

@@ -88,6 +88,12 @@ enum ag_dtype { AG_F32, AG_BF16, AG_F16, AG_I64, AG_BOOL, AG_F64, AG_U8 };
 unsigned ag_dtype_size(enum ag_dtype d);
 const char *ag_dtype_name(enum ag_dtype d);
 
+/* The `what` of a 4-bit base layer's packed codes (--quant-base nf4: a
+ * BUFFER storage of its weight's parameter, which the weight's fp32 form
+ * no longer is; under --wrapper fsdp fp32 elements, bitsandbytes'
+ * quant_storage, that util/ag_fsdp.c flattens into the block's unit). */
+#define AG_Q4_CODES "quantize_4bit (packed weight)"
+
 /* What a storage is to the run. */
 enum ag_role {
 	AG_ROLE_PARAM,   /* a parameter tensor (step_params tensor `param`) */

@@ -978,15 +978,6 @@ static int check_fsdp(const struct zs_config *c, char **cause)
 	if (c->prefetch != ZS_PREFETCH_NONE && c->torch_version == ZS_TORCH_1_13)
 		return zs_fail(cause, "--prefetch %s: --wrapper fsdp under PyTorch 1.13 models backward_prefetch None only "
 		               "so far (its default; give --torch-version 2.6)", zs_prefetch_name(c->prefetch));
-	/* (1.13 has no bitsandbytes; 2.6's FSDP flattens a unit's parameters
-	 * into one dtype, _flat_param.py lines 781–797, so the uint8 codes
-	 * beside the fp32 norms and adapters do not wrap: FSDP-QLoRA stores
-	 * them in bitsandbytes' quant_storage, bf16, beside a bf16-loaded
-	 * model, which zerosim's fp32 step is not: docs/finetune.md, "QLoRA
-	 * under FSDP") */
-	if (c->quant_nf4)
-		return zs_fail(cause, "--quant-base nf4 with --wrapper fsdp: QLoRA under FSDP is not described yet (give "
-		               "--wrapper none or ddp)");
 	if (c->prefetch != ZS_PREFETCH_NONE && (c->freeze[0] || c->lora_r))
 		return zs_fail(cause, "--prefetch %s with --%s: --wrapper fsdp's prefetch of frozen units is not compared "
 		               "with PyTorch yet (give --prefetch none)", zs_prefetch_name(c->prefetch),
