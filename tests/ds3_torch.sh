@@ -2,8 +2,23 @@
 # ds3_torch — DeepSpeed's ZeRO-3 over the PyTorch step at N > 1
 # (`--framework deepspeed --wrapper deepspeed --schemes zero3`,
 # util/ag_ds3.c; docs/schedule.md, "ZeRO-3 over the PyTorch step", N > 1):
-#  - not built: N = 2 and 3 refused with one line (exit 2), by measure and
-#    theory alike, an existing --out left as it was;
+#  - built, the steady step at N = 2 and 3 (every parameter of the tiny
+#    models persists): theory = measure to the byte on every rank (between
+#    steps, peak, every category, comm, each phase's peak, every mark) on
+#    gpt2-tiny and llama-tiny; the bytes between steps equal to the count
+#    made by hand from the models' shapes (each parameter's partition
+#    ceil(n/N), S3 their sum: 20 S3 for the flat buffer, the fp32
+#    partition, the gradient partitions and Adam's two moments, 4 B for
+#    the bucket, 13 for Adam's step, _global_grad_norm and
+#    inf_or_nan_tracker, 4 ceil(n/N) N for each parameter's gathered copy
+#    that _post_step leaves, and the model's buffers and the batch); the
+#    losses of 3 steps --wrapper ddp's bit for bit (N = 2: the final
+#    weights too; N = 3: the weights are stage 2's, the division by N
+#    before the sum);
+#  - not built, refused with one line (exit 2), by measure and theory
+#    alike, an existing --out left as it was: --steps 1 (DeepSpeed's
+#    first step gathers module by module) and a parameter that does not
+#    persist at N > 1;
 #  - the reading's PyTorch part, on real PyTorch 1.13: which gathered
 #    parameters a ZeRO-3 release cannot free because a node saved a view
 #    of them (tests/ds3_saved.py over the reference models, every
@@ -12,7 +27,7 @@
 #    projection and the head (F.linear saves weight.t(), shape (in, out),
 #    strides (1, in)), on gpt2-tiny the tied table alone (its head's
 #    F.linear; Conv1D's addmm saves the leaf);
-#  - the leaf-module marks a build at N > 1 needs (util/autograd.c
+#  - the leaf-module marks a build of step 1 needs (util/autograd.c
 #    ds3_mark; docs/schedule.md, "The leaf modules' marks"), in the same
 #    python process: tests/ag_events ds3=1's marks, each with the live
 #    bytes since the one before it, against PyTorch 1.13 running one
@@ -24,8 +39,8 @@
 #    (tests/ag_events ds3=saved: each parameter whose storage a view made
 #    in forward holds into a backward op) against ds3_saved.py's list.
 # Not compared with DeepSpeed itself (not installable here).
-# PyTorch is looked for by tests/torch_python.sh; without it the second
-# part is skipped (exit 77 after the first passed). About 5 s.
+# PyTorch is looked for by tests/torch_python.sh; without it the PyTorch
+# part is skipped (exit 77 after the first passed). About 8 s.
 set -u
 top=${ZS_BUILDDIR:-.}
 src=${srcdir:-.}
@@ -40,24 +55,124 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-ds3.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 fail() { echo "ds3_torch: FAIL: $*" >&2; exit 1; }
 
+[ -x "$top/tests/json_agree" ] || { echo "ds3_torch: $top/tests/json_agree is not built" >&2; exit 99; }
+command -v python3 >/dev/null || { echo "ds3_torch: SKIP: no python3 to read the files"; exit 77; }
+# check M T DDP REF N WANT: one python3 for a case's files (measure's,
+# theory's, DDP's, the weights' reference): the marks the same and not
+# empty, every rank's bytes between steps WANT in both, the losses DDP's,
+# the final weights REF's; prints what differs
+check() {
+	python3 -c 'import json, sys
+def run(f):
+    d = json.load(open(f))
+    return d["runs"][0] if "runs" in d else d["rows"][0]["schedule"]
+m, t, ddp, ref = (run(f) for f in sys.argv[1:5])
+N, want = int(sys.argv[5]), int(sys.argv[6])
+bad = []
+if not m["marks"] or m["marks"] != t["marks"]:
+    bad.append("the marks differ")
+for who, x in (("measure", m), ("theory", t)):
+    got = x["per_rank"]["resident_bytes"]
+    if got != [want] * N:
+        bad.append("%s: %s bytes between steps, rank by rank" % (who, got))
+if m["losses"] != ddp["losses"]:
+    bad.append("losses %s, DDP %s" % (m["losses"], ddp["losses"]))
+if m["weights_digest"] != ref["weights_digest"]:
+    bad.append("final weights %s, not %s" % (m["weights_digest"], ref["weights_digest"]))
+print("; ".join(bad))' "$@" 2>&1 || echo "cannot read $*"
+}
+step="--precision fp32 --seq 32 --batch 2 --steps 3 --torch-device cpu --attn eager --torch-version 1.13
+ --optimizer-impl single"
+ds="--framework deepspeed --wrapper deepspeed --ds-reduce-bucket 100000"
+B=100000
+# the trained tensors' elements from the shapes (Hugging Face's
+# parameters, llama's q, k, v, gate and up each its own; gpt2's head
+# tied), and the model's buffers and the batch in bytes: input_ids and
+# labels (2 x 2 x 32 int64, 1024), gpt2's two blocks' causal `bias`
+# (bool 64 x 64) and `masked_bias` (fp32, 0-dim), llama's rotary
+# inv_freq (8 fp32)
+d=64 V=1024 P=64 f=176 kv=32
+gpt2_n="$((V * d)) $((P * d))"
+for l in 1 2; do
+	gpt2_n="$gpt2_n $d $d $((d * 3 * d)) $((3 * d)) $((d * d)) $d $d $d $((d * 4 * d)) $((4 * d)) $((4 * d * d)) $d"
+done
+gpt2_n="$gpt2_n $d $d"
+gpt2_buf=$((1024 + 2 * (P * P + 4)))
+llama_n="$((V * d))"
+for l in 1 2; do
+	llama_n="$llama_n $d $((d * d)) $((d * kv)) $((d * kv)) $((d * d)) $d $((d * f)) $((d * f)) $((f * d))"
+done
+llama_n="$llama_n $d $((V * d))"
+llama_buf=$((1024 + 8 * 4))
+set -- $gpt2_n
+[ $# -eq 28 ] || fail "gpt2-tiny: $# tensors counted, not 28"
+set -- $llama_n
+[ $# -eq 21 ] || fail "llama-tiny: $# tensors counted, not 21"
+for model in gpt2-tiny llama-tiny; do
+	if [ $model = gpt2-tiny ]; then sizes=$gpt2_n buf=$gpt2_buf; else sizes=$llama_n buf=$llama_buf; fi
+	for N in 2 3; do
+		m=$tmp/m-$model-$N.json t=$tmp/t-$model-$N.json
+		# shellcheck disable=SC2086
+		"$zerosim" measure -q $ds $step --model "$models/$model.json" --schemes zero3 --world $N --out "$m" ||
+			fail "measure $model zero3 N=$N"
+		# shellcheck disable=SC2086
+		"$zerosim" theory $ds $step --model "$models/$model.json" --schemes zero3 --world $N --out "$t" \
+			>/dev/null || fail "theory $model zero3 N=$N"
+		out=$("$top/tests/json_agree" "$m" "$t") || fail "theory and measure differ, $model zero3 N=$N: $out"
+		[ "$out" = "json_agree: 1 points agree exactly" ] || fail "$model zero3 N=$N: $out"
+		S3=0 gathered=0
+		for n in $sizes; do
+			c=$(((n + N - 1) / N))
+			S3=$((S3 + c)) gathered=$((gathered + c * N))
+		done
+		want=$((20 * S3 + 4 * B + 13 + 4 * gathered + buf))
+		ddp=$tmp/ddp-$model-$N.json
+		# shellcheck disable=SC2086
+		"$zerosim" measure -q --framework torch --wrapper ddp --zero-grad none $step --model "$models/$model.json" \
+			--schemes dp --world $N --out "$ddp" || fail "measure ddp $model N=$N"
+		if [ $N = 2 ]; then ref=$ddp; else
+			ref=$tmp/z2-$model-$N.json
+			# shellcheck disable=SC2086
+			"$zerosim" measure -q $ds $step --model "$models/$model.json" --schemes zero2 --world $N --out "$ref" ||
+				fail "measure $model zero2 N=$N"
+		fi
+		out=$(check "$m" "$t" "$ddp" "$ref" $N $want)
+		[ -z "$out" ] || fail "$model zero3 N=$N: $out (between steps by hand: 20 x $S3 + 4 x $B + 13 +" \
+			"4 x $gathered + $buf = $want)"
+		echo "ok: $model zero3 N=$N: theory = measure to the byte, $want bytes between steps on every rank" \
+			"(20 x $S3 + 4 x $B + 13 + 4 x $gathered + $buf), DDP's losses"
+	done
+done
+
 keep=$tmp/keep.json
 echo kept >"$keep"
 n=0
+big=$tmp/big.json
+# a table of 2048 x 64 = 131072 elements: more than the persistence
+# threshold (1e5), so its gathers in forward and backward would be needed
+sed 's/"vocab_size": 1024/"vocab_size": 2048/' "$models/gpt2-tiny.json" >"$big"
 for cmd in measure theory; do
-	for w in 2 3 1,2; do
-		"$zerosim" $cmd --framework deepspeed --wrapper deepspeed --schemes zero3 --model "$models/gpt2-tiny.json" \
-			--torch-device cpu --torch-version 1.13 --precision fp32 --world $w --out "$keep" >"$tmp/out" 2>"$tmp/err"
+	for row in 1 2; do
+		if [ $row = 1 ]; then
+			set -- --model "$models/gpt2-tiny.json" --steps 1 --world 2
+			want="zerosim $cmd: --steps 1: --wrapper deepspeed has no first step of its own yet (its one step would be the steady step's over the set-up's state, which PyTorch never runs); give --steps 2"
+		else
+			set -- --model "$big" --steps 2 --world 2 --ds-reduce-bucket 200000
+			want="zerosim $cmd: --wrapper deepspeed --schemes zero3 at N = 2: a parameter of 131072 elements does not persist (more than 100000): its gathers and releases in forward and backward are not built yet (give --world 1)"
+		fi
+		# shellcheck disable=SC2086
+		"$zerosim" $cmd $ds --schemes zero3 --torch-device cpu --torch-version 1.13 --precision fp32 --seq 32 \
+			--batch 2 "$@" --out "$keep" >"$tmp/out" 2>"$tmp/err"
 		rc=$?
-		[ "$rc" -eq 2 ] || fail "$cmd --world $w: exit $rc, not 2"
-		want="zerosim $cmd: --wrapper deepspeed --schemes zero3 is built at N = 1 so far (it lists ${w#1,}): give --world 1"
-		[ "$(cat "$tmp/err")" = "$want" ] || fail "$cmd --world $w: stderr $(cat "$tmp/err")"
-		[ -s "$tmp/out" ] && fail "$cmd --world $w: stdout $(cat "$tmp/out")"
-		[ "$(cat "$keep")" = kept ] || fail "$cmd --world $w changed $keep"
+		[ "$rc" -eq 2 ] || fail "$cmd $*: exit $rc, not 2 ($(cat "$tmp/err"))"
+		[ "$(cat "$tmp/err")" = "$want" ] || fail "$cmd $*: stderr $(cat "$tmp/err")"
+		[ -s "$tmp/out" ] && fail "$cmd $*: stdout $(cat "$tmp/out")"
+		[ "$(cat "$keep")" = kept ] || fail "$cmd $* changed $keep"
 		n=$((n + 1))
 	done
 done
-[ "$n" -eq 6 ] || fail "ran $n refusals, not 6"
-echo "ok: N > 1 refused $n times (measure and theory, N = 2, 3 and 1,2)"
+[ "$n" -eq 4 ] || fail "ran $n refusals, not 4"
+echo "ok: --steps 1 and a parameter that does not persist at N = 2 refused $n times (measure and theory)"
 
 name=ds3_torch
 . "$src/tests/torch_python.sh"

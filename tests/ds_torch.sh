@@ -286,9 +286,11 @@ cat >"$tmp/qw.json" <<'JSON'
 JSON
 only="give --schemes zero1, zero2 or zero3"
 stages="--wrapper deepspeed builds ZeRO stages 1, 2 and 3 so far: $only"
-z3n="--wrapper deepspeed --schemes zero3 is built at N = 1 so far (it lists 2): give --world 1"
+# ZeRO-3 at N > 1 is built over the steady step (tests/ds3_torch.sh): its
+# --steps 1 is refused, as every --wrapper deepspeed run's
+z3n="--steps 1: --wrapper deepspeed has no first step of its own yet (its one step would be the steady step's over the set-up's state, which PyTorch never runs); give --steps 2"
 keys="--wrapper deepspeed (ZeRO-1, 2 and 3 in fp32, no offload) takes --ds-reduce-bucket (and, with zero1 or zero2, --ds-overlap-comm off) alone so far"
-printf '{"format": "zerosim-sweep/2", "framework": "deepspeed", "wrapper": "deepspeed", "schemes": ["zero3"], "world": [2]}\n' \
+printf '{"format": "zerosim-sweep/2", "framework": "deepspeed", "wrapper": "deepspeed", "schemes": ["zero3"], "world": [2], "steps": 1, "torch-version": "1.13", "torch-device": "cpu", "precision": "fp32"}\n' \
 	>"$tmp/sp.json"
 for cmd in measure theory; do
 	base="$cmd --framework deepspeed --wrapper deepspeed --model $tiny --torch-device cpu --world 2 --precision fp32"
@@ -296,7 +298,7 @@ for cmd in measure theory; do
 	{
 		try 2 "$stages (it lists dp; DeepSpeed's stage 0 is DDP's arithmetic with its own all-reduce, not built: give --wrapper auto or --framework torch --wrapper ddp)" \
 			$base --torch-version 1.13 --schemes dp --out "$keep"
-		try 2 "$z3n" $base --torch-version 1.13 --schemes zero3 --out "$keep"
+		try 2 "$z3n" $base --torch-version 1.13 --schemes zero3 --steps 1 --out "$keep"
 		try 2 "$z3n" $cmd --spec "$tmp/sp.json" --model "$tiny" --out "$keep"
 		try 2 "--wrapper deepspeed runs one scheme a run, zero1, zero2 or zero3 (it lists zero1 and zero2): run them apart" \
 			$base --torch-version 1.13 --schemes zero1,zero2 --out "$keep"
@@ -406,8 +408,8 @@ for cmd in measure theory; do
 	base="$cmd $ds --model $tiny --torch-device cpu --torch-version 1.13 --precision fp32 --schemes zero3"
 	# shellcheck disable=SC2086
 	{
-		try 2 "--wrapper deepspeed --schemes zero3 is built at N = 1 so far (it lists 3): give --world 1" \
-			$base --world 1,3 --out "$keep"
+		try 2 "--steps 1: --wrapper deepspeed has no first step of its own yet (its one step would be the steady step's over the set-up's state, which PyTorch never runs); give --steps 2" \
+			$base --world 1,3 --steps 1 --out "$keep"
 		try 2 "--wrapper deepspeed --schemes zero3: a parameter of 65536 elements is larger than the reduce bucket (1000): DeepSpeed reduces it from its own .grad, which is not built yet (give --ds-reduce-bucket 65536 or more)" \
 			$base --world 1 --ds-reduce-bucket 1000 --out "$keep"
 		try 2 "--ds-persist: $keys" $base --world 1 --ds-persist 0 --out "$keep"

@@ -2362,13 +2362,18 @@ static int sharded_param(const struct ag_exec *x, unsigned n, uint32_t t, float 
 	}
 	if (sh == AG_NONE)
 		return zs_fail(cause, "the PyTorch step holds no parameter %s (%u) at its end", what_of(s, t), t);
-	uint64_t shard = s->tensor[sh].bytes / 4, numel = a->bytes / 4;
+	/* the shard a storage, or (DeepSpeed's ZeRO-3 at N > 1, util/ag_ds3.c)
+	 * a 1-D view of one: the rank's partition in lp_param_buffer */
+	const struct ag_tensor *q = &s->tensor[sh];
+	const uint32_t shs = q->storage;
+	const uint64_t shard = shs == sh ? q->bytes / 4 : q->shape[0], at = shs == sh ? 0 : q->offset,
+	               numel = a->bytes / 4;
 	for (uint64_t e = 0; e < numel; e++) {
 		uint64_t j = s->tensor[v].offset + e;
-		const float *src = j / shard < n ? ag_exec_data(&x[j / shard], sh) : NULL;
+		const float *src = j / shard < n ? ag_exec_data(&x[j / shard], shs) : NULL;
 		if (src == NULL)
 			return zs_fail(cause, "the PyTorch step holds no shard of parameter %s (%u) at its end", what_of(s, t), t);
-		d[e] = src[j % shard];
+		d[e] = src[at + j % shard];
 	}
 	return 0;
 }

@@ -811,8 +811,13 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 	if (ag_step_build(s, m, p, &oz, cause) != 0)
 		return -1;
 	if (c->wrapper == ZS_WRAPPER_DEEPSPEED) {
+		/* ZeRO-3's refusals at N > 1 are the run's whichever N its
+		 * pre-check builds (cmd_measure's at N = 1): the largest listed */
+		unsigned wmax = world;
+		for (size_t i = 0; i < c->nworld; i++)
+			wmax = c->world[i] > wmax ? c->world[i] : wmax;
 		int rc = c->schemes[0] == ZS_ZERO3
-		         ? ag_ds3_apply(s, &oz, world, (uint64_t)c->ds_reduce_bucket, cause)
+		         ? ag_ds3_apply(s, &oz, world, wmax, (uint64_t)c->ds_reduce_bucket, cause)
 		         : ag_ds_apply(s, &oz, world, c->schemes[0] == ZS_ZERO2, (uint64_t)c->ds_reduce_bucket, cause);
 		if (rc != 0)
 			ag_step_free(s);

@@ -641,6 +641,11 @@ void ag_ds_params_free(struct ag_ds_params *pp)
 
 uint32_t *ag_ds_flat_views(struct ag_pass *p, const struct ag_ds_params *pp, uint32_t flat)
 {
+	return ag_ds_param_views(p, pp, flat, NULL);
+}
+
+uint32_t *ag_ds_param_views(struct ag_pass *p, const struct ag_ds_params *pp, uint32_t flat, const uint32_t *each)
+{
 	struct ag_step *s = p->s;
 	const size_t nt0 = pp->nt0, n = pp->n;
 	const uint32_t *w = pp->w;
@@ -658,10 +663,11 @@ uint32_t *ag_ds_flat_views(struct ag_pass *p, const struct ag_ds_params *pp, uin
 		uint32_t ws = x->storage;
 		if (ws >= nt0 || orig[ws] == NO)
 			continue;
-		x->offset += pp->off[pp->k_of[ws]];
+		int32_t k = pp->k_of[ws];
+		x->offset += each != NULL ? 0 : pp->off[k];
 		if (t == ws)
 			x->bytes = 0;
-		x->storage = flat;
+		x->storage = each != NULL ? each[k] : flat;
 	}
 	for (size_t i = 0; i < s->nsetup; i++)
 		agp_copy_renamed(p, &s->setup[i], orig, nt0);

@@ -74,6 +74,10 @@ void ag_ds_params_free(struct ag_ds_params *pp);
  * storage (orig[t], AG_NONE for the rest: the caller frees the array);
  * then the engine's _broadcast_model of each stand-in. */
 uint32_t *ag_ds_flat_views(struct ag_pass *p, const struct ag_ds_params *pp, uint32_t flat);
+/* The same with parameter k a view of storage each[k] of its own, at its
+ * start (ZeRO-3 at N > 1: each parameter's gathered copy, util/ag_ds3.c);
+ * each NULL: ag_ds_flat_views. */
+uint32_t *ag_ds_param_views(struct ag_pass *p, const struct ag_ds_params *pp, uint32_t flat, const uint32_t *each);
 /* loss_scaler.backward in fp32 (a static scale of 1) around each of the
  * step's backwards: the walk's (below), its tensors (loss: the current
  * micro-step's forward's). */

@@ -26,9 +26,14 @@
 
 struct ds3 {
 	struct ag_pass *p;
+	unsigned N;
 	uint64_t B;
 	size_t n;                /* trainable parameters: the client Adam's order, and ds_id's */
-	uint64_t *numel, *off;   /* each one's elements, and its place in the flat buffers */
+	uint64_t *numel;         /* each one's elements (ds_numel) */
+	uint64_t *c, *po, S3;    /* its partition's, ceil(n/N) (_aligned_size, pp.py 1474-1479), its place in
+	                          * the partitions' flat buffers, and their size: at N = 1 its elements and its
+	                          * place in a flat buffer of them all */
+	uint32_t *gath;          /* N > 1: each one's gathered copy, the model's parameter (_post_step's) */
 	uint32_t flat, gpart, bucket;
 	/* the bucket: its parameters (in arrival order) and their places */
 	size_t *bk, nb;
@@ -48,6 +53,8 @@ static int by_k(const void *a, const void *b)
  * (moving nothing at N = 1); partition_grads (1466-1527) copies each
  * output, a narrow, into its gradient partition; .grad None (a bucket
  * view); the cat freed with the list. */
+static void reduce_n(struct ds3 *d, const size_t *k, const uint64_t *bo_of, enum zs_phase ph);
+
 static void reduce(struct ds3 *d, enum zs_phase ph)
 {
 	struct ag_pass *p = d->p;
@@ -61,6 +68,15 @@ static void reduce(struct ds3 *d, enum zs_phase ph)
 		bo_of[d->bk[j]] = d->bo[j];
 	}
 	qsort(k, d->nb, sizeof *k, by_k);
+	if (d->N > 1) {
+		reduce_n(d, k, bo_of, ph);
+		free(k);
+		free(src);
+		free(bo_of);
+		d->nb = 0;
+		d->used = 0;
+		return;
+	}
 	uint32_t cat = NO, red;
 	if (d->nb == 1) {
 		red = ag_ds_view(p, d->bucket, bo_of[k[0]], d->numel[k[0]]);
@@ -80,7 +96,7 @@ static void reduce(struct ds3 *d, enum zs_phase ph)
 	agp_scalar_inplace(p, AG_OP_DIV_SCALAR_, red, 1.0, ph);
 	agp_op(p, ph, AG_OP_ALL_REDUCE_SUM_, red, red);
 	for (size_t j = 0; j < d->nb; j++)
-		agp_op(p, ph, AG_OP_COPY, src[j], ag_ds_view(p, d->gpart, d->off[k[j]], d->numel[k[j]]));
+		agp_op(p, ph, AG_OP_COPY, src[j], ag_ds_view(p, d->gpart, d->po[k[j]], d->numel[k[j]]));
 	if (cat != NO)
 		agp_free(p, cat, ph);
 	free(k);
@@ -88,6 +104,108 @@ static void reduce(struct ds3 *d, enum zs_phase ph)
 	free(bo_of);
 	d->nb = 0;
 	d->used = 0;
+}
+
+/* Rank r's chunk of parameter k's gradient (cc.py 170-175:
+ * flat[r·c : r·c + c], c = ceil(n/N); empty past the end): its elements. */
+static uint64_t chunk_len(const struct ds3 *d, size_t k, unsigned r)
+{
+	uint64_t a = (uint64_t)r * d->c[k];
+	return a >= d->numel[k] ? 0 : d->numel[k] - a < d->c[k] ? d->numel[k] - a : d->c[k];
+}
+
+/* The events from `from` on are rank r's alone. */
+static void only_rank(struct ag_pass *p, size_t from, unsigned r)
+{
+	for (size_t i = from; i < p->nev; i++)
+		p->ev[i].only_rank = r + 1;
+}
+
+/* reduce()'s at N > 1: reduce_scatter_coalesced (cc.py 158-218) over the
+ * bucket's gradients sorted by ds_id (k[], their places bo_of[]). One gradient that N divides is
+ * reduced where it is (its view of the bucket, 179-182); otherwise the
+ * chunks rank after rank, each gradient's in that order, every short
+ * chunk (an empty one too) followed by a torch.empty of its padding of
+ * its own (183-197: made while the list is built, before the one cat of
+ * N·Σ c elements, 199). div_(world_sz) in place (a Python int, 201); the
+ * reduce-scatter (202-206, comm/comm.py 252-277) into the rank's chunk of
+ * it, each output a narrow of that chunk of the rank's own elements
+ * (210-217); the list and its paddings dropped as the function returns
+ * (the last item first). partition_grads (1466-1527): each output copied
+ * into its narrow of grad_partitions_flat_buffer (the first micro-step's
+ * copy_, 1484-1489), nothing on a rank whose chunk is empty (1471-1475);
+ * the cat freed with the outputs. The paddings' values are zeros here
+ * (an empty's are whatever the allocator held; the reduce-scatter's sum
+ * of them lands in the chunk's tail, which no rank copies). The
+ * executor's reduce-scatter writes every rank's chunk at the start of
+ * the rank's buffer (one view for all ranks; no bytes either way), where
+ * DeepSpeed's lands at r·Σ c. */
+static void reduce_n(struct ds3 *d, const size_t *k, const uint64_t *bo_of, enum zs_phase ph)
+{
+	struct ag_pass *p = d->p;
+	const unsigned N = d->N;
+	uint64_t sc = 0;
+	for (size_t j = 0; j < d->nb; j++)
+		sc += d->c[k[j]];
+	uint32_t cat = NO, red, *pad = zs_malloc((size_t)N * d->nb * sizeof *pad);
+	size_t npad = 0;
+	if (d->nb == 1 && d->numel[k[0]] % N == 0) {
+		red = ag_ds_view(p, d->bucket, bo_of[k[0]], d->numel[k[0]]);
+	} else {
+		for (unsigned r = 0; r < N; r++)
+			for (size_t j = 0; j < d->nb; j++)
+				if (chunk_len(d, k[j], r) < d->c[k[j]]) {
+					pad[npad] = agp_storage(p, "empty (reduce_scatter_coalesced's padding)", AG_F32,
+					                        d->c[k[j]] - chunk_len(d, k[j], r), 0, ZS_CAT_BUCKETS);
+					agp_alloc(p, pad[npad], ph);
+					agp_op(p, ph, AG_OP_FILL, NO, pad[npad++])->arg[0] = 0;
+				}
+		cat = agp_storage(p, "cat (reduce_scatter_coalesced's flat buffer)", AG_F32, (uint64_t)N * sc, 0,
+		                  ZS_CAT_BUCKETS);
+		agp_alloc(p, cat, ph);
+		uint64_t at = 0;
+		size_t ip = 0;
+		for (unsigned r = 0; r < N; r++)
+			for (size_t j = 0; j < d->nb; j++) {
+				uint64_t len = chunk_len(d, k[j], r);
+				if (len > 0) {
+					uint32_t dst = ag_ds_view(p, cat, at, len);
+					agp_op(p, ph, AG_OP_COPY,
+					       ag_ds_view(p, d->bucket, bo_of[k[j]] + (uint64_t)r * d->c[k[j]], len), dst);
+				}
+				if (len < d->c[k[j]])
+					agp_op(p, ph, AG_OP_COPY, pad[ip++], ag_ds_view(p, cat, at + len, d->c[k[j]] - len));
+				at += d->c[k[j]];
+			}
+		red = cat;
+	}
+	/* div_(world_sz): a Python int (8 bytes wrapped, and its fp32 copy) */
+	agp_scalar_inplace(p, AG_OP_DIV_SCALAR_, red, (double)N, ph);
+	uint32_t out = ag_ds_view(p, p->s->tensor[red].storage, p->s->tensor[red].offset, sc);
+	agp_op(p, ph, AG_OP_REDUCE_SCATTER_SUM, red, out);
+	while (npad > 0)
+		agp_free(p, pad[--npad], ph);
+	uint64_t at = 0;
+	for (size_t j = 0; j < d->nb; j++) {
+		size_t kj = k[j];
+		if (chunk_len(d, kj, N - 1) == d->c[kj]) { /* every rank's chunk whole: one copy for all */
+			uint32_t src = ag_ds_view(p, p->s->tensor[out].storage, p->s->tensor[out].offset + at, d->c[kj]);
+			agp_op(p, ph, AG_OP_COPY, src, ag_ds_view(p, d->gpart, d->po[kj], d->c[kj]));
+		} else
+			for (unsigned r = 0; r < N; r++) {
+				uint64_t len = chunk_len(d, kj, r);
+				if (len == 0)
+					continue;
+				size_t from = p->nev;
+				uint32_t src = ag_ds_view(p, p->s->tensor[out].storage, p->s->tensor[out].offset + at, len);
+				agp_op(p, ph, AG_OP_COPY, src, ag_ds_view(p, d->gpart, d->po[kj], len));
+				only_rank(p, from, r);
+			}
+		at += d->c[kj];
+	}
+	if (cat != NO)
+		agp_free(p, cat, ph);
+	free(pad);
 }
 
 /* A gradient from its AccumulateGrad hook
@@ -112,9 +230,9 @@ static void norm(struct ds3 *d, uint32_t gnorm, uint32_t keep[2], enum zs_phase 
 	struct ag_pass *p = d->p;
 	uint32_t *nrm = zs_malloc(d->n * sizeof *nrm);
 	for (size_t k = 0; k < d->n; k++) { /* g.double().norm(2): the copy freed */
-		uint32_t dbl = agp_storage(p, "_to_copy (.double())", AG_F64, d->numel[k], 0, ZS_CAT_SCRATCH);
+		uint32_t dbl = agp_storage(p, "_to_copy (.double())", AG_F64, d->c[k], 0, ZS_CAT_SCRATCH);
 		agp_alloc(p, dbl, po);
-		agp_op(p, po, AG_OP_COPY, ag_ds_view(p, d->gpart, d->off[k], d->numel[k]), dbl);
+		agp_op(p, po, AG_OP_COPY, ag_ds_view(p, d->gpart, d->po[k], d->c[k]), dbl);
 		nrm[k] = ag_ds_made(p, "linalg_vector_norm (norm(2))", AG_F64, 0, 1, ZS_CAT_SCRATCH, 0, po);
 		agp_free(p, dbl, po);
 	}
@@ -162,15 +280,27 @@ static void norm(struct ds3 *d, uint32_t gnorm, uint32_t keep[2], enum zs_phase 
 	keep[1] = vn;
 }
 
+/* _post_step's gather of the persistent parameters (stage3.py 2050-2056
+ * -> pp.py _allgather_params_coalesced, 1789-1893, at N > 1): each one's
+ * flat torch.empty(ceil(n/N)·N) in the list's order (1817-1822), then
+ * each all_gather_into_tensor of its partition (ds_tensor.to(device) the
+ * partition itself on the CPU, 1808; 1838-1842), the data its narrow
+ * (1886): the model's parameter (a view of it from the set-up on). */
+static void post_step_gather(struct ds3 *d, enum zs_phase ph)
+{
+	for (size_t k = 0; k < d->n; k++)
+		agp_alloc(d->p, d->gath[k], ph);
+	for (size_t k = 0; k < d->n; k++)
+		agp_op(d->p, ph, AG_OP_ALL_GATHER, ag_ds_view(d->p, d->flat, d->po[k], d->c[k]), d->gath[k]);
+}
+
 /* ------------------------------------------------------------------------ */
 
-int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, uint64_t bucket, char **cause)
+int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, unsigned wmax, uint64_t bucket,
+                 char **cause)
 {
-	if (world != 1)
-		return zs_fail(cause, "--wrapper deepspeed --schemes zero3: built at N = 1 so far (N = %u: the step's leaf "
-		               "module marks and saved weight.t() views are built, ag_options.ds3_leaf_marks, but not the "
-		               "pass that gathers and releases over them; docs/schedule.md, \"What is left for N > 1\")",
-		               world);
+	if (world < 1)
+		return zs_fail(cause, "--wrapper deepspeed: N must be at least 1");
 	/* the client Adam's parameters, in its order: each one's ds_id
 	 * too (Init converts module.parameters(), the order the client
 	 * Adam was given) and its place in lp_param_buffer (N = 1) */
@@ -179,11 +309,25 @@ int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 	struct ag_pass P = {.s = s, .cap_tensors = s->ntensors};
 	struct ag_pass *p = &P;
 	const uint64_t L = pp.L;
-	struct ds3 D = {.p = p, .B = bucket, .n = pp.n, .numel = pp.numel, .off = pp.off};
+	struct ds3 D = {.p = p, .N = world, .B = bucket, .n = pp.n, .numel = pp.numel};
 	struct ds3 *d = &D;
+	/* each ds_tensor ceil(n/N) elements (_partition_param, pp.py 1609;
+	 * _aligned_size 1474-1479), their flat buffers S₃ = Σ ceil(n/N) */
+	d->c = zs_malloc((d->n ? d->n : 1) * sizeof *d->c);
+	d->po = zs_malloc((d->n ? d->n : 1) * sizeof *d->po);
+	for (size_t k = 0; k < d->n; k++) {
+		d->c[k] = (d->numel[k] + world - 1) / world;
+		d->po[k] = d->S3;
+		d->S3 += d->c[k];
+	}
+	const uint64_t S3 = d->S3;
 	size_t npersist = 0;
-	for (size_t k = 0; k < d->n; k++)
+	uint64_t big = 0;
+	for (size_t k = 0; k < d->n; k++) {
 		npersist += d->numel[k] <= DS3_PERSIST;
+		if (d->numel[k] > DS3_PERSIST && d->numel[k] > big)
+			big = d->numel[k];
+	}
 	int rc = 0;
 	for (size_t k = 0; k < d->n && rc == 0; k++)
 		if (d->numel[k] > bucket) /* __add_grad_to_ipg_bucket leaves it in .grad (1279-1290) */
@@ -196,7 +340,14 @@ int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 	if (rc == 0 && npersist == 1)
 		rc = zs_fail(cause, "--wrapper deepspeed --schemes zero3: one parameter of the model persists (at most %d "
 		             "elements): DeepSpeed gathers it apart after each step, which is not built yet", DS3_PERSIST);
-	if (rc == 0 && L > ZS_DS_SUB_GROUP)
+	/* at N > 1 a parameter that does not persist is fetched and released
+	 * module by module in the steady step too (docs/schedule.md, "What is
+	 * left for N > 1", (2)) */
+	if (rc == 0 && wmax > 1 && big > 0)
+		rc = zs_fail(cause, "--wrapper deepspeed --schemes zero3 at N = %u: a parameter of %llu elements does not "
+		             "persist (more than %d): its gathers and releases in forward and backward are not built yet "
+		             "(give --world 1)", wmax, (unsigned long long)big, DS3_PERSIST);
+	if (rc == 0 && S3 > ZS_DS_SUB_GROUP)
 		rc = zs_fail(cause, "--wrapper deepspeed --schemes zero3: %llu parameters, more than DeepSpeed's sub_group_size "
 		             "(%.0f): its step over several sub groups is not built yet", (unsigned long long)L,
 		             ZS_DS_SUB_GROUP);
@@ -210,32 +361,46 @@ int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 	/* the buffers: lp_param_buffer, the fp32 partition (what the client
 	 * Adam updates: a parameter to it), the gradient partitions, the
 	 * bucket, Adam's state, _global_grad_norm and inf_or_nan_tracker */
-	d->flat = agp_storage(p, "empty (defragment's lp_param_buffer)", AG_F32, L, 0, ZS_CAT_PARAM32);
+	d->flat = agp_storage(p, "empty (defragment's lp_param_buffer)", AG_F32, S3, 0, ZS_CAT_PARAM32);
 	s->tensor[d->flat].role = AG_ROLE_PARAM;
-	uint32_t fp32p = agp_storage(p, "clone (fp32_partitioned_groups_flat)", AG_F32, L, 0, ZS_CAT_MASTER32);
+	uint32_t fp32p = agp_storage(p, "clone (fp32_partitioned_groups_flat)", AG_F32, S3, 0, ZS_CAT_MASTER32);
 	s->tensor[fp32p].role = AG_ROLE_PARAM;
-	d->gpart = agp_storage(p, "zeros (grad_partitions_flat_buffer)", AG_F32, L, 0, ZS_CAT_GRAD32);
+	d->gpart = agp_storage(p, "zeros (grad_partitions_flat_buffer)", AG_F32, S3, 0, ZS_CAT_GRAD32);
 	s->tensor[d->gpart].role = AG_ROLE_GRAD;
 	d->bucket = agp_storage(p, "empty (__ipg_bucket_flat_buffer)", AG_F32, bucket, 0, ZS_CAT_BUCKETS);
 	uint32_t am, av, astep, gnorm;
-	ag_ds_adam_state(p, L, AG_F64, &am, &av, &astep, &gnorm);
+	ag_ds_adam_state(p, S3, AG_F64, &am, &av, &astep, &gnorm);
 
 	/* deepspeed.initialize: the engine's _broadcast_model (the
 	 * parameters carry no ds_id: engine.py 1221-1222, 1283-1284). The
 	 * model's parameters become views of lp_param_buffer (at N = 1 a
 	 * fetch makes param.data a view of its partition, pp.py 44-80,
-	 * 810-820: the forward reads the buffer). */
-	uint32_t *orig = ag_ds_flat_views(p, &pp, d->flat);
+	 * 810-820: the forward reads the buffer); at N > 1 each a view of its
+	 * gathered copy (_post_step's, ceil(n/N)·N elements: the tiny models'
+	 * parameters all persist, so the steady step's forward and backward
+	 * gather nothing and read these) */
+	if (world > 1) {
+		d->gath = zs_malloc(d->n * sizeof *d->gath);
+		for (size_t k = 0; k < d->n; k++)
+			d->gath[k] = agp_storage(p, "empty (_allgather_params_coalesced's flat_tensor)", AG_F32,
+			                         d->c[k] * world, 0, ZS_CAT_GATHERED);
+	}
+	uint32_t *orig = ag_ds_param_views(p, &pp, d->flat, d->gath);
 	const enum zs_phase ph0 = ZS_PH_SETUP;
 	/* Init(module=model) (pp.py 1034-1036, 1052-1067): each parameter
-	 * broadcast again, its partition made and filled, its data freed
-	 * (free_param's empty(0) allocates nothing) */
+	 * broadcast again, its partition made and filled (at N > 1 the rank's
+	 * chunk, 1609-1616; the tail past n is the padding, unset in
+	 * DeepSpeed, zeros here), its data freed (free_param's empty(0)
+	 * allocates nothing) */
 	uint32_t *part = zs_malloc(d->n * sizeof *part);
 	for (size_t k = 0; k < d->n; k++) {
 		agp_op(p, ph0, AG_OP_BROADCAST_, orig[pp.w[k]], orig[pp.w[k]])->arg[0] = 0;
-		part[k] = agp_storage(p, "empty (ds_tensor)", AG_F32, d->numel[k], 0, ZS_CAT_PARAM32);
+		part[k] = agp_storage(p, "empty (ds_tensor)", AG_F32, d->c[k], 0, ZS_CAT_PARAM32);
 		agp_alloc(p, part[k], ph0);
-		agp_op(p, ph0, AG_OP_COPY, orig[pp.w[k]], agp_view_shaped(p, part[k], orig[pp.w[k]], 0));
+		if (world == 1)
+			agp_op(p, ph0, AG_OP_COPY, orig[pp.w[k]], agp_view_shaped(p, part[k], orig[pp.w[k]], 0));
+		else
+			agp_op(p, ph0, AG_OP_SHARD, orig[pp.w[k]], part[k]);
 		agp_free(p, orig[pp.w[k]], ph0);
 	}
 	/* the optimizer's constructor: inf_or_nan_tracker (263); defragment
@@ -243,8 +408,7 @@ int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 	ag_ds_made(p, "zeros (inf_or_nan_tracker)", AG_BOOL, 1, 0, ZS_CAT_SCRATCH, 0, ph0);
 	agp_alloc(p, d->flat, ph0);
 	for (size_t k = 0; k < d->n; k++) {
-		agp_op(p, ph0, AG_OP_COPY, ag_ds_view(p, part[k], 0, d->numel[k]),
-		       ag_ds_view(p, d->flat, d->off[k], d->numel[k]));
+		agp_op(p, ph0, AG_OP_COPY, ag_ds_view(p, part[k], 0, d->c[k]), ag_ds_view(p, d->flat, d->po[k], d->c[k]));
 		agp_free(p, part[k], ph0);
 	}
 	/* _create_fp32_partitions' clone (906); initialize_optimizer_states'
@@ -260,21 +424,29 @@ int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 	agp_alloc(p, d->gpart, ph0);
 	agp_op(p, ph0, AG_OP_FILL, NO, d->gpart)->arg[0] = 0;
 	/* create_reduce_and_remove_grad_hooks (1161-1245): each parameter's
-	 * all_gather -> _allgather_params (pp.py 1895-1970): a flat empty,
-	 * the partition copied in, the whole copy (the data until
-	 * partition() frees it); the flat freed at its return */
+	 * all_gather -> _allgather_params (pp.py 1895-1970): a flat empty of
+	 * ceil(n/N)·N (1902-1904), the partition copied into the rank's slice
+	 * and all_gather_into_tensor (1924-1927), the whole copy (1943-1957:
+	 * the data until partition() frees it); the flat freed at its return */
 	for (size_t k = 0; k < d->n; k++) {
-		uint32_t f = agp_storage(p, "empty (_allgather_params' flat_tensor)", AG_F32, d->numel[k], 0, ZS_CAT_GATHERED);
+		uint32_t f = agp_storage(p, "empty (_allgather_params' flat_tensor)", AG_F32, d->c[k] * world, 0,
+		                         ZS_CAT_GATHERED);
 		agp_alloc(p, f, ph0);
-		agp_op(p, ph0, AG_OP_COPY, ag_ds_view(p, d->flat, d->off[k], d->numel[k]), f);
+		agp_op(p, ph0, world == 1 ? AG_OP_COPY : AG_OP_ALL_GATHER, ag_ds_view(p, d->flat, d->po[k], d->c[k]), f);
 		uint32_t r = agp_storage(p, "empty (_allgather_params' replicated_tensor)", AG_F32, d->numel[k], 0,
 		                         ZS_CAT_GATHERED);
 		agp_alloc(p, r, ph0);
-		agp_op(p, ph0, AG_OP_COPY, f, r);
+		agp_op(p, ph0, AG_OP_COPY, world == 1 ? f : ag_ds_view(p, f, 0, d->numel[k]), r);
 		agp_free(p, f, ph0);
 		agp_free(p, r, ph0);
 	}
 	free(part);
+	/* at N > 1 what _post_step leaves, made here: step 1 is run as the
+	 * steady step (its forward and backward read these; DeepSpeed's own
+	 * step 1 fetches and releases module by module instead, not built:
+	 * --steps 1 is refused, autograd.c ag_step1_check) */
+	if (world > 1)
+		post_step_gather(d, ph0);
 	agp_take(p, &s->setup, &s->nsetup);
 	ag_ds_first_step(p, am, av, astep, gnorm);
 
@@ -295,9 +467,13 @@ int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 		reduce(d, ZS_PH_BACKWARD);
 		ag_ds_backward_returns(&wk, ZS_PH_BACKWARD);
 		agp_copy(p, e);
-		/* step (2086-2148): _partition_all_parameters (nothing at
-		 * N = 1), the norms */
+		/* step (2086-2148): _partition_all_parameters (2457-2458 ->
+		 * po.py 185-192 -> ppc.py release_and_reset_all, 444-457:
+		 * every parameter released, in the model's order, persistent
+		 * ones too; nothing at N = 1), the norms */
 		const enum zs_phase po = ZS_PH_OPTIMIZER;
+		for (size_t k = 0; world > 1 && k < d->n; k++)
+			agp_free(p, d->gath[k], po);
 		uint32_t keep[2];
 		norm(d, gnorm, keep, po);
 		/* _prepare_fp32_grad_for_sub_group (1895-1915): flatten
@@ -308,12 +484,12 @@ int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 		 * _release_sub_group drops the cat (1943-1953) */
 		uint32_t g = d->gpart, cat = NO;
 		if (d->n > 1) {
-			g = cat = agp_storage(p, "cat (single_grad_partition)", AG_F32, L, 0, ZS_CAT_GRAD32);
+			g = cat = agp_storage(p, "cat (single_grad_partition)", AG_F32, S3, 0, ZS_CAT_GRAD32);
 			p->s->tensor[cat].role = AG_ROLE_GRAD;
 			agp_alloc(p, cat, po);
 			for (size_t k = 0; k < d->n; k++)
-				agp_op(p, po, AG_OP_COPY, ag_ds_view(p, d->gpart, d->off[k], d->numel[k]),
-				       ag_ds_view(p, cat, d->off[k], d->numel[k]));
+				agp_op(p, po, AG_OP_COPY, ag_ds_view(p, d->gpart, d->po[k], d->c[k]),
+				       ag_ds_view(p, cat, d->po[k], d->c[k]));
 		}
 		agp_scalar_inplace(p, AG_OP_MUL_SCALAR_, g, 1.0, po);
 		ag_ds_adam_step(p, o, &(struct ag_param_state){fp32p, g, am, av, astep});
@@ -322,6 +498,8 @@ int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 			agp_free(p, cat, po);
 		/* _post_step's gather of the persistent parameters: views
 		 * at N = 1 (pp.py 1795-1798); step() returns */
+		if (world > 1)
+			post_step_gather(d, po);
 		agp_free(p, keep[0], po);
 		agp_free(p, keep[1], po);
 	}
@@ -331,5 +509,8 @@ out:
 	ag_ds_params_free(&pp);
 	free(d->bo);
 	free(d->bk);
+	free(d->c);
+	free(d->po);
+	free(d->gath);
 	return rc;
 }

@@ -6,20 +6,22 @@
  * deepspeed --schemes zero3; docs/schedule.md, "ZeRO-3 over the PyTorch
  * step", has what it allocates, read at DeepSpeed's commit 38327e0 with
  * file and line), fp32, DeepSpeed's defaults, no offload, K = 1.
- * Built at N = 1, where a module's fetch and release allocate nothing
- * (N > 1 is refused: its first step, the coordinator's trace being
- * recorded, gathers and releases leaf module by leaf module where the
- * steady step does not, and the step's builder marks no leaf module's
- * window nor which gathered copy a saved weight.t() reads;
- * docs/schedule.md, "N > 1, read again for the build"):
+ * Built at N = 1, where a module's fetch and release allocate nothing,
+ * and at N > 1 the steady step where every parameter persists (at most
+ * 1e5 elements: the forward and backward gather nothing and read
+ * _post_step's copies); step 1 is run as the steady step (DeepSpeed's
+ * gathers and releases leaf module by leaf module there: not built,
+ * --steps 1 refused); docs/schedule.md, "ZeRO-3 over the PyTorch step":
  *
  *   set-up   each parameter broadcast, partitioned (its ds_tensor) and
  *            its data freed (Init(module=...)); the partitions moved into
- *            one buffer (defragment), each parameter a view of it; the
+ *            one buffer (defragment), each parameter a view of it (N > 1:
+ *            of its gathered copy, ceil(n/N)·N elements); the
  *            fp32 partition, a zeros of the whole parameters' elements
  *            made and dropped, the reduce bucket and the gradient
  *            partitions (kept); each parameter gathered and freed again
- *            where its gradient hook is made;
+ *            where its gradient hook is made; N > 1: the persistent
+ *            parameters gathered as _post_step leaves them;
  *   backward loss * 1.0 and its MulBackward; each gradient copied into
  *            the bucket at its AccumulateGrad hook and freed, a full
  *            bucket (and backward's end) reduce-scattered (one gradient
@@ -27,7 +29,9 @@
  *            the gradient partitions;
  *   step     the gradient norm in float64, the fp32 gradient (a cat of
  *            the partitions), the client Adam over the fp32 partition,
- *            the copy back into the parameters' buffer.
+ *            the copy back into the parameters' buffer; N > 1: every
+ *            gathered copy released first, the persistent ones gathered
+ *            again at the end (_post_step).
  */
 #ifndef ZS_UTIL_AG_DS3_H
 #define ZS_UTIL_AG_DS3_H
@@ -36,11 +40,13 @@
 
 /* Turn the plain loop's step s (built under o with zero_grad none) into
  * the step under DeepSpeed's ZeRO-3 over `world` ranks with a reduce
- * bucket of `bucket` elements. 0; -1 with *cause where the input is not
- * built (N > 1, a parameter larger than the bucket, exactly one
- * persistent parameter, more than sub_group_size's 1e9 parameters: s is
+ * bucket of `bucket` elements (wmax: the largest N the run lists, whose
+ * refusals are the input's at any N). 0; -1 with *cause where the input is not
+ * built (a parameter larger than the bucket, exactly one
+ * persistent parameter, at N > 1 one that does not persist, more than sub_group_size's 1e9 parameters: s is
  * unchanged); -2 with *cause where the step is
  * not one the pass takes (an internal error: s is then only to be freed). */
-int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, uint64_t bucket, char **cause);
+int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, unsigned wmax, uint64_t bucket,
+                 char **cause);
 
 #endif

@@ -1011,13 +1011,10 @@ static int check_ds_wrapper(const struct zs_config *c, char **cause)
 		else if (c->schemes[i] != c->schemes[0])
 			return zs_fail(cause, "--wrapper deepspeed runs one scheme a run, zero1, zero2 or zero3 (it lists %s and "
 			               "%s): run them apart", zs_scheme_name(c->schemes[0]), zs_scheme_name(c->schemes[i]));
-	/* ZeRO-3 at N = 1 alone (util/ag_ds3.h: at N > 1 DeepSpeed's first
-	 * step gathers module by module where the steady one does not, which
-	 * the step's list cannot hold yet; docs/schedule.md) */
-	for (size_t i = 0; i < c->nworld && c->nschemes > 0 && c->schemes[0] == ZS_ZERO3; i++)
-		if (c->world[i] != 1)
-			return zs_fail(cause, "--wrapper deepspeed --schemes zero3 is built at N = 1 so far (it lists %u): give "
-			               "--world 1", c->world[i]);
+	/* ZeRO-3 at N > 1 is the steady step alone (util/ag_ds3.c: DeepSpeed's
+	 * first step gathers module by module where the steady one does not,
+	 * not built; --steps 1 is refused for every --wrapper deepspeed run,
+	 * util/autograd.c ag_step1_check; docs/schedule.md) */
 	/* ZeRO-3 over the plain step alone (util/ag_ds3.h): stage 3's own
 	 * accumulation, frozen parameters and overlap_comm (on by default for
 	 * stage 3, runtime/zero/config.py 351-354) are not built */
