@@ -283,8 +283,20 @@ char *theory_framework_text(const struct theory_request *req)
 		free(q);
 		return both;
 	}
+	if (c->wrapper == ZS_WRAPPER_DEEPSPEED && c->schemes[0] == ZS_ZERO3)
+		return zs_asprintf("\nFramework deepspeed, --wrapper deepspeed: DeepSpeed's engine, ZeRO stage 3 in fp32 "
+		                   "(reduce_bucket_size %.0f elements, persistence threshold %.0f), over Hugging Face's "
+		                   "model in PyTorch 1.13's own step, allocation by allocation (docs/schedule.md, "
+		                   "\"DeepSpeed over the PyTorch step\", its ZeRO-3 part): each parameter partitioned, "
+		                   "ceil(n/N) elements a rank, in one flat buffer, each rank's fp32 partition, gradient "
+		                   "partition and Adam's state over it; a persisting parameter gathered whole after each "
+		                   "step() and read by forward and backward, each bucket reduce-scattered into the "
+		                   "rank's gradient partition, the copies released by step() before the norm and Adam "
+		                   "and gathered again after; the ranks differ, and the tables show the rank of the "
+		                   "highest peak (every rank's in --out's per_rank).\n",
+		                   c->ds_reduce_bucket, c->ds_persist);
 	if (c->wrapper == ZS_WRAPPER_DEEPSPEED)
-		return zs_asprintf("\nFramework deepspeed, --wrapper deepspeed: DeepSpeed's engine, ZeRO stage %d in fp32 "
+		return zs_asprintf("\nFramework deepspeed, --wrapper deepspeed: DeepSpeed's engine, ZeRO stage %d in %s "
 		                   "(reduce_bucket_size %.0f elements), over Hugging Face's model in PyTorch 1.13's own step, "
 		                   "allocation by allocation (docs/schedule.md, \"DeepSpeed over the PyTorch step\"): the "
 		                   "parameters one flat buffer padded to a multiple of 2N, each rank's fp32 partition and "
@@ -292,7 +304,10 @@ char *theory_framework_text(const struct theory_request *req)
 		                   "copied into it and freed (%s), the rank's own gradients in grads_in_partition, then the "
 		                   "norm, the flat gradient partition, Adam and the all-gather; the ranks differ, and the "
 		                   "tables show the rank of the highest peak (every rank's in --out's per_rank).\n",
-		                   c->schemes[0] == ZS_ZERO2 ? 2 : 1, c->ds_reduce_bucket,
+		                   c->schemes[0] == ZS_ZERO2 ? 2 : 1,
+		                   c->precision == ZS_MIXED ? "bf16 (the module cast to bf16, module.bfloat16(); fp32 "
+		                                              "partition)" : "fp32",
+		                   c->ds_reduce_bucket,
 		                   c->schemes[0] == ZS_ZERO2 ? "at its AccumulateGrad hook" : "after backward, in order");
 	if (c->framework == ZS_FW_TORCH) {
 		char cap[32];
