@@ -532,11 +532,16 @@ try 0 "" theory --model "$tmp/relu.json" --world 2
 # the paper's schemes and DeepSpeed's four (tests/moe_step.sh,
 # tests/moe_fw.sh, tests/ds_moe.sh); the rest is refused by name
 [ -d "$top/data/models" ] || { ZEROSIM_DATADIR=$srcdir; export ZEROSIM_DATADIR; }
-moe_in="fp32 or mixed under --framework paper or deepspeed (its zero3 with the sparse-MoE block a z3 leaf), and fp32 under --framework torch --wrapper none or ddp for mixtral, qwen2_moe and qwen3_moe (PyTorch 1.13's or 2.6's step, under ddp each rank its own routing; the theory with --routing FILE; --grad-accum, each micro-step its own routing; bf16 autocast for mixtral and qwen3_moe on 1.13's plain loop)"
+moe_in="fp32 or mixed under --framework paper or deepspeed (its zero3 with the sparse-MoE block a z3 leaf), and fp32 under --framework torch --wrapper none or ddp for mixtral, qwen2_moe and qwen3_moe (PyTorch 1.13's or 2.6's step, under ddp each rank its own routing; the theory with --routing FILE; --grad-accum, each micro-step its own routing; bf16 autocast on 1.13's plain loop; --freeze and --lora-r on the plain loop)"
 moe_no="mixtral-8x7b: a mixture of experts runs in the engine's step in $moe_in, in one process, so far; not with"
 bad_measure "$moe_no --framework torch --wrapper fsdp (give --wrapper none)" --model mixtral-8x7b \
 	--seq 8 --framework torch --torch-version 1.13 --torch-device cpu --wrapper fsdp --world 2 --schemes zero3
 bad_measure "$moe_no --grad-accum 2 (give 1)" --model mixtral-8x7b --seq 8 --framework deepspeed --grad-accum 2
+# --freeze and --lora-r: the PyTorch step's plain loop alone
+bad_measure "$moe_no --freeze or --lora-r outside --framework torch --wrapper none" --model mixtral-8x7b --seq 8 \
+	--framework deepspeed --freeze embeddings
+bad_measure "$moe_no --freeze or --lora-r outside --framework torch --wrapper none" --model mixtral-8x7b --seq 8 \
+	--framework torch --torch-version 1.13 --torch-device cpu --wrapper ddp --world 2 --schemes dp --lora-r 4
 # the PyTorch step's theory: the plain loop's alone, and in fp32 only (the review of s35-int)
 # under --wrapper ddp too: a run's routing, as under none
 bad_theory "--routing balanced: under --framework torch the step follows a run's own routing (give --routing FILE)" \

@@ -31,13 +31,17 @@
 #  - refused by name, one line, exit 2 or 1, nothing written: a first step
 #    that leaves an expert without a token (B 1 T 2), under --wrapper ddp
 #    an expert idle on a rank in any step (B 1 T 6 seed 7: rank 1's step
-#    2), --recompute full, --lora-r, --grad-accum with output_router_logits
-#    true;
+#    2), --recompute full, a LoRA adapter inside the block (--lora-targets
+#    w1), --freeze under --wrapper ddp, --grad-accum with
+#    output_router_logits true;
 #  - the tiny mixtral at B 2 T 16 and B 1 T 8 under zero_grad
 #    set_to_none (1.13) and under PyTorch 2.6 (set_to_none and zeros):
-#    the theory under the measured routing equals the measurement.
+#    the theory under the measured routing equals the measurement;
+#  - qwen2_moe under bf16 autocast, the mixtral with its routers frozen,
+#    qwen2_moe with block 0's experts frozen, the mixtral with LoRA on
+#    q_proj,v_proj (B 2 T 16): the same.
 #
-# About 3 s. Exit 0 pass, 1 fail, 77 skip (no python3), 99 hard error.
+# About 6 s of CPU. Exit 0 pass, 1 fail, 77 skip (no python3), 99 hard error.
 name=moe_measure
 needs="${ZS_BUILDDIR:-.}/tests/json_agree"
 src=${srcdir:-.}
@@ -217,6 +221,20 @@ acc "$tmp/wide.json" 2 16 2 zeros moved
 xo=
 acc "$tmp/config.json" 2 16 3 none
 acc "$tmp/qwen_moe.json" 2 16 2 zeros
+# qwen2_moe under bf16 autocast (its shared expert's casts), --freeze (the
+# mixtral's routers; qwen2_moe's block 0's experts) and LoRA (q_proj,v_proj)
+# on the plain loop: main refused them for a mixture
+base_opts=$torch_opts
+torch_opts=$(echo "$base_opts" | sed 's/--precision fp32/--precision amp-bf16/')
+agree "$tmp/qwen_moe.json" 2 16 single
+torch_opts=$base_opts
+xo="--freeze re:block_sparse_moe.gate.weight"
+agree "$tmp/config.json" 2 16 single
+xo="--freeze re:layers.0.mlp.experts"
+agree "$tmp/qwen_moe.json" 2 16 single
+xo="--lora-r 4 --lora-targets q_proj,v_proj"
+agree "$tmp/config.json" 2 16 single
+xo=
 losses "$tmp/config.json" 2 16
 losses "$tmp/config.json" 1 8
 losses "$tmp/qwen_moe.json" 2 16
@@ -246,7 +264,10 @@ refuse "--grad-accum 2, step 1 reshaped, step 2 otherwise" 1 "step 2's routing l
 refuse "--wrapper ddp, an expert idle on a rank" 1 "expert 0 of block 1 on rank 1 at step 2 gets no token: under --wrapper ddp" \
 	"s/--wrapper none/--wrapper ddp/;s/--world 1/--world 2/" --batch 1 --seq 6 --seed 7
 refuse "--recompute full" 2 "--recompute full (give none)" s/x/x/ --batch 2 --seq 16 --recompute full
-refuse "--lora-r" 2 "fine-tuning" s/x/x/ --batch 2 --seq 16 --lora-r 4
+refuse "--lora-targets w1" 2 "--lora-targets w1: model.layers.0.block_sparse_moe.experts.0.w1 is in the mixture block" \
+	s/x/x/ --batch 2 --seq 16 --lora-r 4 --lora-targets w1
+refuse "--freeze under --wrapper ddp" 2 "not with --freeze or --lora-r outside --framework torch --wrapper none" \
+	"s/--wrapper none/--wrapper ddp/;s/--world 1/--world 2/" --batch 2 --seq 16 --freeze embeddings
 # (the aux loss's own topk would count as a micro-step's block)
 sed 's/}[[:space:]]*$/, "output_router_logits": true}/' "$tmp/config.json" >"$tmp/aux.json" || exit 99
 rmodel=$tmp/aux.json

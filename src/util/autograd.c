@@ -4196,10 +4196,11 @@ static struct pt *moe_w(struct bld *b, struct model *M, int i, uint64_t e, int r
 	          moe_tail(b->m, r));
 }
 
-/* A broadcast operand's gradient: full (released) summed to [rows, 1]. */
+/* A broadcast operand's gradient: full (released) summed to [rows, 1],
+ * in full's dtype (qwen2_moe's sigmoid gate under autocast: bf16). */
 static T moe_sum_to(struct bld *b, const char *what, T full, uint64_t rows)
 {
-	T out = TMP(what, AG_F32, rows, 1);
+	T out = TMP(what, b->s->tensor[full].dtype, rows, 1);
 	op(b, AG_OP_SUM_TO, full, NO, NO, out, NO, NO);
 	unref(b, full);
 	return out;
@@ -4224,8 +4225,8 @@ static T moe_squeezed(struct bld *b, T z, unsigned nd, const uint64_t *shape)
  * else 0. Described: 1.13 and 2.6 (eager attention; 2.6's departures in
  * moe_bwd), zero_grad zeros and set_to_none (an expert idle in a step
  * then keeps no grad and Adam skips it: adam_single's and adam_foreach's
- * q->g NO), and the mixtral's under 1.13's bf16 autocast (moe_fwd's and
- * moe_bwd's casts), each checked against the allocator
+ * q->g NO), and the three under 1.13's bf16 autocast (moe_fwd's,
+ * moe_bwd's and the shared expert's casts), each checked against the allocator
  * (tests/moe_hf_torch.sh, its torch26 mode for 2.6). */
 static int moe_refuse(const struct zs_model *m, const struct ag_options *o, char **cause)
 {
@@ -4233,14 +4234,11 @@ static int moe_refuse(const struct zs_model *m, const struct ag_options *o, char
 	                 : o->attn == ZS_ATTN_SDPA            ? "--attn sdpa (2.6's default; give --attn eager)"
 	                 : o->amp != AG_F32 && o->version != ZS_TORCH_1_13 ? "autocast under 2.6 (not compared yet; give "
 	                                                                     "--torch-version 1.13 or --precision fp32)"
-	                 : o->amp != AG_F32 && m->shared_ffn > 0 ? "autocast with qwen2_moe's shared expert (its "
-	                                                             "gate's and sum's casts not described yet; give "
-	                                                             "--precision fp32)"
 	                 : o->amp != AG_F32 && m->router_logits ? "autocast and output_router_logits true (the aux "
 	                                                          "loss's casts not described yet; give "
 	                                                          "--precision fp32)"
 	                 : o->optim_impl == ZS_OPTIM_FUSED    ? "--optimizer-impl fused (give single or foreach)"
-	                 : (o->freeze && *o->freeze) || o->lora_r || o->quant_nf4 ? "--freeze, --lora-r or --quant-base"
+	                 : o->quant_nf4 ? "--quant-base"
 	                 : o->recompute                       ? "--recompute full (give none)"
 	                 : o->grad_accum > 1 && m->router_logits ? "--grad-accum and output_router_logits true (the "
 	                                                           "aux loss's topk per micro-step not described yet; "
@@ -4251,6 +4249,32 @@ static int moe_refuse(const struct zs_model *m, const struct ag_options *o, char
 	if (no)
 		return refuse(cause, "--model %s: the PyTorch step of a mixture (%s) with %s is not described yet", m->name,
 		              m->model_type, no);
+	/* LoRA: adapters outside the block (q_proj,v_proj, PEFT's default for
+	 * mixtral) leave it as it is, its parameters frozen (tests/moe_hf_torch.sh);
+	 * an adapter on the router or an expert (inside the routed loop, on the
+	 * expert's tokens alone) is not described. transformers 5.x's fused
+	 * experts (gate_up_proj [E, 2I, d] and down_proj, 3-D nn.Parameters:
+	 * issue #25) are no nn.Linear, the module PEFT v0.20.0's LoRA layer
+	 * (peft/tuners/lora/layer.py's Linear, tests/ft_torch.py's LoraLinear)
+	 * wraps, so zerosim follows 4.x's ModuleList of linears alone. */
+	const char *lt = o->lora_r ? zs_lora_targets(m, o->lora_targets, NULL) : NULL;
+	for (uint64_t l = 0; lt != NULL && l < m->layers; l++)
+		for (uint64_t e = 0; e <= m->experts; e++)
+			for (int r = 0; r < (e < m->experts ? 3 : m->shared_ffn > 0 ? 5 : 1); r++) {
+				char mod[160];
+				if (e == m->experts) /* the router, then qwen2_moe's shared expert and its gate */
+					snprintf(mod, sizeof mod, "model.layers.%llu.%s.%s", (unsigned long long)l, moe_blk(m),
+					         (const char *const[]){ "gate", "shared_expert.gate_proj", "shared_expert.up_proj",
+					                                "shared_expert.down_proj", "shared_expert_gate" }[r]);
+				else
+					snprintf(mod, sizeof mod, "model.layers.%llu.%s.experts.%llu.%s", (unsigned long long)l,
+					         moe_blk(m), (unsigned long long)e, moe_tail(m, r));
+				if (zs_lora_target(lt, mod))
+					return refuse(cause, "--lora-targets %s: %s is in the mixture block: an adapter on the router "
+					              "or an expert is not described yet (give attention targets such as "
+					              "q_proj,v_proj); transformers 5.x's fused 3-D experts are no nn.Linear, which "
+					              "PEFT v0.20.0's LoRA layer wraps, so they are out", lt, mod);
+			}
 	/* under --grad-accum K the routing is the K micro-steps' lists of
 	 * counts, micro-step major (moe_counts) */
 	uint64_t want = o->batch * o->seq * m->experts_per_tok, K = o->grad_accum > 1 ? o->grad_accum : 1;
@@ -4321,8 +4345,16 @@ static T moe_shared_fwd(struct bld *b, struct model *M, T xv, T fin, int i, stru
 	unref(b, gl);
 	ref(b, s->sig); /* SigmoidBackward's result and MulBackward's self */
 	T so = moe_op(b, AG_OP_MUL, "mul (sigmoid * shared_expert)", s->sy, s->sig, s->sy);
+	/* autocast: the product is bf16 (shared_expert_gate's and down_proj's
+	 * mm's bf16, sigmoid and mul in no autocast list: their input's dtype),
+	 * final_hidden_states fp32, so the add promotes: TensorIterator copies
+	 * the product to fp32 for the kernel (made before the sum, freed after
+	 * it ran), the sum fp32 (1.13's allocator: tests/moe_hf_torch.sh) */
+	T sop = b->s->tensor[so].dtype != AG_F32 ? to_dtype(b, so, AG_F32, "_to_copy (add's type promotion)") : so;
 	T sum = like(b, "add (final_hidden_states + shared)", fin);
-	op(b, AG_OP_ADD, fin, so, NO, sum, NO, NO)->arg[0] = 1;
+	op(b, AG_OP_ADD, fin, sop, NO, sum, NO, NO)->arg[0] = 1;
+	if (sop != so)
+		unref(b, sop);
 	unref(b, so);
 	unref(b, fin);
 	return sum;
@@ -4338,9 +4370,18 @@ static void moe_shared_bwd(struct bld *b, struct model *M, T g2, int i, struct m
 {
 	uint64_t BT = b->o->batch * b->o->seq;
 	b->module = modname(b, "model.layers.%d.mlp", i);
-	T dsf = moe_op(b, AG_OP_MUL, "mul (backward)", s->sy, g2, s->sy);
-	T dsy = moe_op(b, AG_OP_MUL, "mul (backward)", s->sy, g2, s->sig);
+	/* autocast: the product was bf16, so AddBackward0's gradient for it
+	 * (g2 itself, fp32) is cast to bf16 by validate_outputs first; the
+	 * MulBackward0 below then runs in bf16, its sum [BT, 1] too, and the
+	 * copy goes after the sum, before the saved pair (1.13's allocator:
+	 * tests/moe_hf_torch.sh) */
+	T gs = b->s->tensor[s->sy].dtype != AG_F32 ? to_dtype(b, g2, b->s->tensor[s->sy].dtype, "_to_copy (validate_outputs)")
+	                                           : g2;
+	T dsf = moe_op(b, AG_OP_MUL, "mul (backward)", s->sy, gs, s->sy);
+	T dsy = moe_op(b, AG_OP_MUL, "mul (backward)", s->sy, gs, s->sig);
 	T dsig = moe_sum_to(b, "sum (to the gate's shape)", dsf, BT); /* validate_outputs, before the node's release */
+	if (gs != g2)
+		unref(b, gs);
 	unref(b, s->sy);
 	unref(b, s->sig);
 	T dgl = moe_op(b, AG_OP_SIGMOID_BWD, "sigmoid_backward", s->sig, dsig, s->sig);

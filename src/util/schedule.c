@@ -227,8 +227,12 @@ void zs_moe_scope(const struct zs_config *c, const char *model_type, unsigned fl
 		snprintf(what, n, "--grad-accum %u (give 1)", c->grad_accum);
 	else if (c->offload != ZS_OFFLOAD_NONE)
 		snprintf(what, n, "--offload (give none)");
-	else if (c->freeze[0] || c->lora_r || c->quant_nf4)
-		snprintf(what, n, "fine-tuning (--freeze, --lora-r, --quant-base)");
+	/* (--freeze under --framework torch --wrapper none: the PyTorch
+	 * step's mixture block with its frozen parameters, util/autograd.c) */
+	else if ((c->freeze[0] || c->lora_r) && !(c->framework == ZS_FW_TORCH && c->wrapper == ZS_WRAPPER_NONE))
+		snprintf(what, n, "--freeze or --lora-r outside --framework torch --wrapper none");
+	else if (c->quant_nf4)
+		snprintf(what, n, "--quant-base");
 	else if (flags & ZS_MOE_MPI)
 		snprintf(what, n, "--backend mpi");
 	else if (flags & ZS_MOE_ALLOCATOR)

@@ -112,7 +112,7 @@ int zs_recompute_parse(const char *s, enum zs_recompute *out);
 	"fp32 or mixed under --framework paper or deepspeed (its zero3 with the sparse-MoE block a z3 leaf), "    \
 	"and fp32 under --framework torch --wrapper none or ddp for " ZS_MOE_TORCH_FAMILIES " (PyTorch 1.13's "    \
 	"or 2.6's step, under ddp each rank its own routing; the theory with --routing FILE; --grad-accum, " \
-	"each micro-step its own routing; bf16 autocast for mixtral and qwen3_moe on 1.13's plain loop)"
+	"each micro-step its own routing; bf16 autocast on 1.13's plain loop; --freeze and --lora-r on the plain loop)"
 /* Whether the PyTorch step's theory takes a mixture of this model_type
  * (one of ZS_MOE_TORCH_FAMILIES's words). */
 int zs_moe_torch_takes(const char *model_type);
