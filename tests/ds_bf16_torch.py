@@ -38,6 +38,14 @@ What bf16 changes, with the lines it follows:
     (where the partition spans several tensors) and its fp32 copy, 4S.
   - s12 1918-1920: the bf16 partition (a view of the flat buffer) copy_()
     from the updated fp32 partition, in place.
+  - frozen parameters and PEFT's adapters (--freeze, --lora): the model
+    is wrapped and frozen before deepspeed.initialize, whose
+    module.bfloat16() casts every parameter, frozen or not, the adapters
+    too (PEFT's autocast_adapter_dtype acted at get_peft_model, over an
+    fp32 model: nothing to cast); the optimizer's groups hold the
+    requires_grad ones alone (s12 305-315), so a frozen parameter stays a
+    bf16 module tensor outside the flat buffer, with no fp32 partition,
+    gradient or Adam state.
 Everything else is the fp32 run's (the norm in float64, 1663-1721; Adam
 over the fp32 partition; self.losses, engine 2105-2106 and 2278).
 
@@ -58,7 +66,8 @@ falls, the losses. Exit 0; 2 bad usage.
 
 Usage: python3 ds_bf16_torch.py MODEL.json... [--dtype bf16,fp32] [--stage 1,2]
        [--world 1,2] [--bucket 100000] [--steps 3] [--seq 32] [--batch 2]
-       [--dropout config|0] [--lora MODEL.json [--lora-r 4] [--lora-freeze PATTERN]]
+       [--dropout config|0] [--lora MODEL.json [--lora-r 4] [--lora-freeze PATTERN]
+       [--lora-dtype fp32,bf16] [--lora-dropout P]] [--freeze MODEL.json=PATTERN]
 (one JSON line per world, model, dtype and stage; at N > 1 rank 0's with
 every rank's figures in "ranks")
 """
@@ -274,12 +283,18 @@ class ZeroBf16:
         self._update_views()  # 1938-1940
 
 
-def run(a, model_json, dtype, stage, lora=False, world=1, rank=0, pg=None):
+def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, world=1, rank=0, pg=None):
     """One run: the model from MODEL.json under DeepSpeed's stage `stage`
     in `dtype`, a.steps steps, profiled, as rank `rank` of `world`; its
     figures. lora: PEFT's adapters over it first (tests/ft_torch.py's
-    apply_lora, r a.lora_r, alpha 8, no dropout, PEFT's default targets;
-    every base parameter frozen, then a.lora_freeze's adapters)."""
+    apply_lora, r a.lora_r, alpha 8, dropout lora_dropout, PEFT's default
+    targets; every base parameter frozen, then the adapters freeze names).
+    freeze (without lora): the parameters it names (tests/ft_torch.py's
+    --freeze pattern) requires_grad False before the engine sees them.
+    In bf16 module.bfloat16() comes after both, as deepspeed.initialize
+    after get_peft_model: every parameter bf16, frozen ones and the
+    adapters too (engine 1228-1231: the module's .bfloat16(), which
+    casts every floating parameter whatever its requires_grad)."""
     torch.manual_seed(0)
     b = argparse.Namespace(model=model_json, dropout=a.dropout, tied=None, recompute="none", mask="where")
     _, family, cfg, tied = hf_torch.build(b)
@@ -298,11 +313,15 @@ def run(a, model_json, dtype, stage, lora=False, world=1, rank=0, pg=None):
             # freezing (PEFT v0.20.0's _mark_only_adapters_as_trainable),
             # then --freeze's adapters by name, before DeepSpeed sees them
             import ft_torch
-            la = argparse.Namespace(lora_r=a.lora_r, lora_alpha=8, lora_dropout=0.0, lora_targets="")
+            la = argparse.Namespace(lora_r=a.lora_r, lora_alpha=8, lora_dropout=lora_dropout, lora_targets="")
             ft_torch.apply_lora(la, model, family)
             for n, p in model.named_parameters():
-                p.requires_grad_("lora_" in n and not (a.lora_freeze and ft_torch.freeze_matches(
-                    a.lora_freeze, family, cfg, ft_torch.hf_name(family, n))))
+                p.requires_grad_("lora_" in n and not (freeze and ft_torch.freeze_matches(
+                    freeze, family, cfg, ft_torch.hf_name(family, n))))
+        elif freeze:
+            import ft_torch
+            for n, p in model.named_parameters():
+                p.requires_grad_(not ft_torch.freeze_matches(freeze, family, cfg, ft_torch.hf_name(family, n)))
         hf_torch.install_hooks(model, set(model.units))
         if dtype == "bf16":
             model.bfloat16()  # engine 1228-1231
@@ -337,7 +356,8 @@ def run(a, model_json, dtype, stage, lora=False, world=1, rank=0, pg=None):
             mark(f"step:{step + 1}")
     stream = hf_torch.replay(hf_torch.memory_events(prof))
     last = hf_torch.analyse_step(stream, a.steps)
-    return dict(model=model_json, dtype=dtype, stage=stage, lora=lora, world=world, rank=rank, bucket=a.bucket,
+    return dict(model=model_json, dtype=dtype, stage=stage, lora=lora, freeze=freeze, lora_dropout=lora_dropout,
+                world=world, rank=rank, bucket=a.bucket,
                 torch=torch.__version__,
                 params=zo.S, between=stream[-1][0], peak=last["peak"], peak_phase=last["phase"],
                 peak_after=last["after"], marks={l: v for l, v in last["boundaries"]}, losses=losses)
@@ -359,6 +379,12 @@ def main():
     ap.add_argument("--lora-r", type=int, default=4)
     ap.add_argument("--lora-freeze", default="", metavar="PATTERN",
                     help="--freeze's pattern over the adapters (tests/ft_torch.py's), none by default")
+    ap.add_argument("--lora-dtype", default="fp32", help="the --lora runs' dtypes: fp32, bf16 or both")
+    ap.add_argument("--lora-dropout", default="", metavar="P",
+                    help="also each --lora MODEL.json in bf16 at stage 1 with lora_dropout P, no adapter frozen")
+    ap.add_argument("--freeze", action="append", default=[], metavar="MODEL.json=PATTERN",
+                    help="also MODEL.json in bf16 with PATTERN frozen (each --stage), and in fp32 at the first "
+                         "--stage, N = 1 (repeatable)")
     a = ap.parse_args()
     dtypes, stages = a.dtype.split(","), a.stage.split(",")
     try:
@@ -369,7 +395,12 @@ def main():
         ap.error("--dtype takes bf16 and fp32, --stage 1 and 2")
     torch.set_num_threads(1)  # hf_torch.py's run(): LayerNorm's scratch
     cases = [(m, dt, int(st)) for m in a.models for dt in dtypes for st in stages]
-    cases += [(m, "fp32", int(st), True) for m in a.lora for st in stages]
+    cases += [(m, dt, int(st), True, a.lora_freeze) for m in a.lora for dt in a.lora_dtype.split(",") for st in stages]
+    if a.lora_dropout:
+        cases += [(m, "bf16", 1, True, "", float(a.lora_dropout)) for m in a.lora]
+    for f in a.freeze:  # bf16 each stage; fp32 at the first, for its losses (N = 1)
+        m, _, pat = f.partition("=")
+        cases += [(m, "bf16", int(st), False, pat) for st in stages] + [(m, "fp32", int(stages[0]), False, pat)]
     for w in a.world:
         if w == 1:
             for c in cases:
@@ -382,7 +413,7 @@ def main():
         # bf16 ("Invalid scalar type"): bf16 at N = 1 alone, said on stderr.
         if "bf16" in dtypes:
             sys.stderr.write(f"ds_bf16_torch: bf16 not run at N = {w}: gloo in PyTorch 1.13 reduces no bf16 tensor\n")
-        cw = [c for c in cases if c[1] != "bf16"]
+        cw = [c for c in cases if c[1] != "bf16" and (len(c) < 5 or c[3] or not c[4])]  # (not --freeze's fp32)
         if cw:
             hf_torch.spawn(worker, w, lambda store, w=w, cw=cw: (a, w, cw, store))
 

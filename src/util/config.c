@@ -1045,8 +1045,7 @@ static int check_ds_wrapper(const struct zs_config *c, char **cause)
 		return zs_fail(cause, "--precision mixed with --wrapper deepspeed --schemes zero3: DeepSpeed's bf16 is built for "
 		               "stages 1 and 2 so far (give --schemes zero1 or zero2, or --precision fp32)");
 	if (c->precision == ZS_MIXED) {
-		const char *what = c->grad_accum > 1 ? "--grad-accum" : c->freeze[0] ? "--freeze" : c->lora_r > 0 ? "--lora-r"
-		                 : c->hf_recompute ? "--recompute full" : NULL;
+		const char *what = c->grad_accum > 1 ? "--grad-accum" : c->hf_recompute ? "--recompute full" : NULL;
 		if (what != NULL)
 			return zs_fail(cause, "%s with --wrapper deepspeed --precision mixed: not built yet (DeepSpeed's bf16 takes "
 			               "the plain step alone so far; leave %s out, or give --precision fp32)", what, what);
