@@ -42,16 +42,23 @@
 #    between steps by hand, the bf16 losses within 2e-3 of the fp32 runs'
 #    (PyTorch's and zerosim's), the dropout run's first loss the
 #    undropped one's, bitwise (lora_B is zeros);
+#  - bf16 under gradient_accumulation_steps 2 (gpt2-tiny, `--grad-accum
+#    2`; docs/schedule.md, "bf16 under gradient accumulation": the
+#    gradients accumulate in bf16), stages 1 and 2, and its fp32 run at
+#    stage 1: zerosim's theory = PyTorch's allocator at N = 1 (between, the
+#    peak, every mark of both micro-steps), measure = theory (N = 1, and 2
+#    at stage 1), between steps the K = 1 run's + 1,024 B by hand, the
+#    bf16 losses within 2e-3 of fp32's;
 #  - the figures are printed.
 # Not compared with DeepSpeed itself (not installable here).
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # About 67 s on a 2-core machine at load 16 (59 s there without the bf16
 # rows: 8 profiled runs in one python3, then 4 in each of 2 gloo ranks;
 # the bf16 rows add no python, 6 zerosim measures and 4 theories; the
-# LoRA rows 2 runs in each, 2 theories: about 1 s of CPU). The frozen
-# and LoRA bf16 rows add 6 profiled runs to the same python3 (N = 1) and
-# 5 theories and 7 measures: 14.1 s of CPU before, 20.4 s after (46.5
-# and 57.7 s wall here, the machine shared).
+# LoRA rows 2 runs in each, 2 theories: about 1 s of CPU). The frozen,
+# LoRA and accumulation bf16 rows add 9 profiled runs to the same python3
+# (N = 1), 7 theories and 10 measures: 14.1 s of CPU before, about 21 s
+# after (46.5 and 63.5 s wall here, the machine shared).
 set -u
 top=${ZS_BUILDDIR:-.}
 src=${srcdir:-.}
@@ -67,9 +74,10 @@ name=ds_bf16_torch
 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$src/tests" "$py" "$src/tests/ds_bf16_torch.py" "$models/gpt2-tiny.json" \
 	"$models/llama-tiny.json" --dtype fp32,bf16 --stage 1,2 --world 1,2 --bucket 100000 --steps 3 --seq 32 \
 	--batch 2 --lora "$models/llama-tiny.json" --lora-r 4 --lora-freeze blocks:0-0 --lora-dtype fp32,bf16 \
-	--lora-dropout 0.1 --freeze "$models/gpt2-tiny.json=embeddings" >"$tmp/ref" 2>"$tmp/err" ||
+	--lora-dropout 0.1 --freeze "$models/gpt2-tiny.json=embeddings" --accum "$models/gpt2-tiny.json=2" \
+	>"$tmp/ref" 2>"$tmp/err" ||
 	{ cat "$tmp/err" >&2; fail "tests/ds_bf16_torch.py"; }
-[ "$(wc -l <"$tmp/ref")" -eq 22 ] || fail "tests/ds_bf16_torch.py wrote $(wc -l <"$tmp/ref") runs, not 22"
+[ "$(wc -l <"$tmp/ref")" -eq 25 ] || fail "tests/ds_bf16_torch.py wrote $(wc -l <"$tmp/ref") runs, not 25"
 for model in gpt2-tiny llama-tiny; do
 	for stage in 1 2; do
 		run="--framework deepspeed --wrapper deepspeed --ds-reduce-bucket 100000 --seq 32 --batch 2 --steps 3
@@ -98,15 +106,17 @@ done
 # DeepSpeed's bf16 over frozen parameters and LoRA: gpt2-tiny with its
 # embeddings frozen (g); llama-tiny under LoRA r 4 with block 0's adapters
 # frozen (l), both stages, measured at N = 1 and 2 once a model, and with
-# lora_dropout 0.1, nothing else frozen (d, stage 1); the fp32 measures
-# of g and l for the losses, and g's fp32 theory
+# lora_dropout 0.1, nothing else frozen (d, stage 1); gpt2-tiny under
+# --grad-accum 2 (a), measured at N = 1 and 2 at stage 1; the fp32 measures
+# of g, l and a for the losses, and g's and a's fp32 theories
 for stage in 1 2; do
-	for row in g l d; do
+	for row in g l d a; do
 		world=1
 		case $row/$stage in
 		g/*) opts="--model $models/gpt2-tiny.json --freeze embeddings"; [ $stage = 2 ] && world=1,2 ;;
 		l/*) opts="--model $models/llama-tiny.json --lora-r 4 --freeze blocks:0-0"; [ $stage = 1 ] && world=1,2 ;;
 		d/1) opts="--model $models/llama-tiny.json --lora-r 4 --lora-dropout 0.1" ;;
+		a/*) opts="--model $models/gpt2-tiny.json --grad-accum 2"; [ $stage = 1 ] && world=1,2 ;;
 		*) continue ;;
 		esac
 		run="--framework deepspeed --wrapper deepspeed --ds-reduce-bucket 100000 --seq 32 --batch 2 --steps 3
@@ -120,7 +130,7 @@ for stage in 1 2; do
 			[ $row/$stage = d/1 ] || [ $stage = 2 ] ||
 				"$zerosim" measure $run --precision fp32 --world 1 --out "$tmp/mf$row.json" ||
 				fail "measure --precision fp32 $opts"
-			[ $row/$stage != g/1 ] || "$zerosim" theory $run --precision fp32 --world 1 --out "$tmp/tf$row.json" ||
+			[ $row/$stage != g/1 ] && [ $row/$stage != a/1 ] || "$zerosim" theory $run --precision fp32 --world 1 --out "$tmp/tf$row.json" ||
 				fail "theory --precision fp32 $opts"
 		}
 	done
@@ -132,7 +142,7 @@ runs = {}
 for line in open(f"{tmp}/ref"):
     r = json.loads(line)
     kind = ("-lora" if r["lora"] else "") + ("-drop" if r["lora_dropout"] else "") + \
-        ("-freeze" if r["freeze"] and not r["lora"] else "")
+        ("-freeze" if r["freeze"] and not r["lora"] else "") + ("-accum" if r["accum"] > 1 else "")
     runs[(r["model"].rsplit("/", 1)[-1][:-5], r["dtype"] + kind, r["stage"], r["world"])] = r
 bad = 0
 def agree(tag, got, t):
@@ -320,6 +330,42 @@ for model, kind, row, Lt in (("gpt2-tiny", "freeze", "g", gL - gfrozen), ("llama
               f" flat buffer {Lt}; losses {' '.join('%.5f' % x for x in bf['losses'])}"
               f" (fp32 {' '.join('%.5f' % x for x in fp['losses'])}); zerosim's {' '.join('%.5f' % x for x in zb)}"
               f" (fp32 {' '.join('%.5f' % x for x in zf)}), measured at N = {','.join(str(x['world']) for x in runs_m)}")
+# gradient_accumulation_steps 2 (gpt2-tiny): with bf16 and ZeRO and no
+# grad_accum_dtype the gradients accumulate in bf16 (engine.py 1017-1021:
+# grad_accum_dtype the model's; stage_1_and_2.py 284-294: no separate
+# accumulation buffer): stage 1 in the parameters' bf16 .grad
+# (AccumulateGrad), reduced at the boundary alone (engine.py 2055-2059);
+# stage 2 reducing every micro-step and adding each new bf16 partition
+# into averaged_gradients in place (792-800); fp32 only at the step's
+# .to(fp32) (1888-1897). By hand: between steps the K = 1 run's plus the
+# second micro-batch's int64 ids and labels, 2 B T 8 bytes.
+for stage in (1, 2):
+    tag = f"gpt2-tiny zero{stage} bf16 --grad-accum 2"
+    bf, fp, one = (runs[("gpt2-tiny", k, s_, 1)] for k, s_ in (("bf16-accum", stage), ("fp32-accum", 1), ("bf16", stage)))
+    trows = {x["world"]: x["schedule"] for x in json.load(open(f"{tmp}/tba-{stage}.json"))["rows"]}
+    nb, nmarks = agree(f"{tag} N=1", bf, (trows[1]["resident_bytes"], trows[1]["peak_bytes"], trows[1].get("marks")))
+    bad += nb
+    if stage == 1:
+        tf = json.load(open(f"{tmp}/tfa.json"))["rows"][0]["schedule"]
+        bad += agree(f"{tag} (its fp32 run)", fp, (tf["resident_bytes"], tf["peak_bytes"], tf.get("marks")))[0]
+    runs_m = json.load(open(f"{tmp}/mba-{stage}.json"))["runs"]
+    bad += measured(tag, runs_m, trows)
+    if len(runs_m) != (2 if stage == 1 else 1) or not any(k.endswith("@1") for k in trows[1].get("marks") or {}):
+        print(f"{tag}: {len(runs_m)} measured runs, or no micro-step 1 marks")
+        bad += 1
+    if bf["between"] != one["between"] + 2 * 32 * 8 * 2:
+        print(f"{tag} between steps: {bf['between']}, not K = 1's {one['between']} + 1024 by hand")
+        bad += 1
+    zf = json.load(open(f"{tmp}/mfa.json"))["runs"][0]["losses"]
+    zb = runs_m[0]["losses"]
+    if not close(bf["losses"], fp["losses"]) or not close(zb, zf) or zb == zf:
+        print(f"{tag}: losses, PyTorch's bf16 {bf['losses']} against fp32 {fp['losses']}, zerosim's {zb} against {zf}")
+        bad += 1
+    print(f"figures, {tag}: between {bf['between']}, peak {bf['peak']} ({bf['peak_phase']}), {nmarks} marks;"
+          f" fp32 between {fp['between']}, peak {fp['peak']} ({fp['peak_phase']}); losses"
+          f" {' '.join('%.5f' % x for x in bf['losses'])} (fp32 {' '.join('%.5f' % x for x in fp['losses'])});"
+          f" zerosim's {' '.join('%.5f' % x for x in zb)} (fp32 {' '.join('%.5f' % x for x in zf)}),"
+          f" measured at N = {','.join(str(x['world']) for x in runs_m)}")
 # lora_dropout 0.1 (stage 1, no adapter frozen): PEFT's nn.Dropout over
 # the adapted layers' bf16 input, its mask and output bf16; the first
 # loss is the base's (lora_B is zeros), the bf16 LoRA run's, bitwise
@@ -344,7 +390,7 @@ EOF
 echo "ok: fp32: zerosim's --wrapper deepspeed = PyTorch 1.13's allocator to the byte at N = 1 and 2 (between, peak," \
 	"every mark, every rank; llama-tiny also under LoRA with block 0's adapters frozen);" \
 	"bf16 with --freeze embeddings (gpt2-tiny), LoRA with block 0's adapters frozen and LoRA with dropout" \
-	"(llama-tiny): theory = PyTorch's allocator at N = 1, measure = theory;" \
+	"(llama-tiny), --grad-accum 2 (gpt2-tiny): theory = PyTorch's allocator at N = 1, measure = theory;" \
 	"bf16 (--precision mixed): zerosim's theory = PyTorch 1.13's allocator to the byte at N = 1 (between, peak, every mark)," \
 	"measure = theory at N = 1 and 2, zerosim's and PyTorch's losses within 2e-3 of their fp32 runs'"
 exit 0
