@@ -54,6 +54,10 @@ What bf16 changes, with the lines it follows:
     and adds the bf16 partition into averaged_gradients (s12 783-800):
     bf16 throughout (grad_accum_dtype the model's, above), fp32 only at the
     step's .to(fp32).
+  - --recompute: Hugging Face's gradient checkpointing of each decoder
+    layer (hf_torch.py's --recompute full, torch.utils.checkpoint with
+    use_reentrant=True) over the bf16 module: DeepSpeed adds nothing of its
+    own (the engine's hooks are the ZeRO optimizer's, fired in each rerun).
 Everything else is the fp32 run's (the norm in float64, 1663-1721; Adam
 over the fp32 partition; self.losses, engine 2105-2106 and 2278).
 
@@ -76,7 +80,7 @@ Usage: python3 ds_bf16_torch.py MODEL.json... [--dtype bf16,fp32] [--stage 1,2]
        [--world 1,2] [--bucket 100000] [--steps 3] [--seq 32] [--batch 2]
        [--dropout config|0] [--lora MODEL.json [--lora-r 4] [--lora-freeze PATTERN]
        [--lora-dtype fp32,bf16] [--lora-dropout P]] [--freeze MODEL.json=PATTERN]
-       [--accum MODEL.json=K]
+       [--accum MODEL.json=K] [--recompute MODEL.json]
 (one JSON line per world, model, dtype and stage; at N > 1 rank 0's with
 every rank's figures in "ranks")
 """
@@ -331,7 +335,8 @@ def engine_backward(zo, loss, K):
         zo.epilogue()
 
 
-def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, accum=1, world=1, rank=0, pg=None):
+def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, accum=1, recompute="none", world=1,
+        rank=0, pg=None):
     """One run: the model from MODEL.json under DeepSpeed's stage `stage`
     in `dtype`, a.steps steps, profiled, as rank `rank` of `world`; its
     figures. lora: PEFT's adapters over it first (tests/ft_torch.py's
@@ -346,7 +351,7 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
     adapters too (engine 1228-1231: the module's .bfloat16(), which
     casts every floating parameter whatever its requires_grad)."""
     torch.manual_seed(0)
-    b = argparse.Namespace(model=model_json, dropout=a.dropout, tied=None, recompute="none", mask="where")
+    b = argparse.Namespace(model=model_json, dropout=a.dropout, tied=None, recompute=recompute, mask="where")
     _, family, cfg, tied = hf_torch.build(b)
     losses = []
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
@@ -414,7 +419,7 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
     stream = hf_torch.replay(hf_torch.memory_events(prof))
     last = hf_torch.analyse_step(stream, a.steps)
     return dict(model=model_json, dtype=dtype, stage=stage, lora=lora, freeze=freeze, lora_dropout=lora_dropout,
-                accum=accum, world=world, rank=rank, bucket=a.bucket,
+                accum=accum, recompute=recompute, world=world, rank=rank, bucket=a.bucket,
                 torch=torch.__version__,
                 params=zo.S, between=stream[-1][0], peak=last["peak"], peak_phase=last["phase"],
                 peak_after=last["after"], marks={l: v for l, v in last["boundaries"]}, losses=losses)
@@ -442,6 +447,9 @@ def main():
     ap.add_argument("--accum", action="append", default=[], metavar="MODEL.json=K",
                     help="also MODEL.json in bf16 under gradient_accumulation_steps K (each --stage), and in fp32 at "
                          "the first --stage, N = 1 (repeatable)")
+    ap.add_argument("--recompute", action="append", default=[], metavar="MODEL.json",
+                    help="also MODEL.json in bf16 under Hugging Face's gradient checkpointing (hf_torch.py's "
+                         "--recompute full; each --stage, N = 1; repeatable)")
     ap.add_argument("--freeze", action="append", default=[], metavar="MODEL.json=PATTERN",
                     help="also MODEL.json in bf16 with PATTERN frozen (each --stage), and in fp32 at the first "
                          "--stage, N = 1 (repeatable)")
@@ -463,6 +471,8 @@ def main():
         m, _, k = f.partition("=")
         cases += [(m, "bf16", int(st), False, "", 0.0, int(k)) for st in stages]
         cases += [(m, "fp32", int(stages[0]), False, "", 0.0, int(k))]
+    for m in a.recompute:  # bf16 each stage (N = 1)
+        cases += [(m, "bf16", int(st), False, "", 0.0, 1, "full") for st in stages]
     for f in a.freeze:  # bf16 each stage; fp32 at the first, for its losses (N = 1)
         m, _, pat = f.partition("=")
         cases += [(m, "bf16", int(st), False, pat) for st in stages] + [(m, "fp32", int(stages[0]), False, pat)]

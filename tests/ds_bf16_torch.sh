@@ -49,6 +49,10 @@
 #    peak, every mark of both micro-steps), measure = theory (N = 1, and 2
 #    at stage 1), between steps the K = 1 run's + 1,024 B by hand, the
 #    bf16 losses within 2e-3 of fp32's;
+#  - bf16 under --recompute full (gpt2-tiny, llama-tiny; stages 1 and 2):
+#    theory = PyTorch's allocator at N = 1 (every mark, the reruns'
+#    too), measure = theory (N = 1, and 2 once a model), the losses the
+#    non-recomputed bf16 runs' bitwise (PyTorch's and zerosim's);
 #  - the figures are printed.
 # Not compared with DeepSpeed itself (not installable here).
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
@@ -56,9 +60,8 @@
 # rows: 8 profiled runs in one python3, then 4 in each of 2 gloo ranks;
 # the bf16 rows add no python, 6 zerosim measures and 4 theories; the
 # LoRA rows 2 runs in each, 2 theories: about 1 s of CPU). The frozen,
-# LoRA and accumulation bf16 rows add 9 profiled runs to the same python3
-# (N = 1), 7 theories and 10 measures: 14.1 s of CPU before, about 21 s
-# after (46.5 and 63.5 s wall here, the machine shared).
+# LoRA, accumulation and recompute bf16 rows add 13 profiled runs to the
+# same python3 (N = 1), 11 theories and 14 measures.
 set -u
 top=${ZS_BUILDDIR:-.}
 src=${srcdir:-.}
@@ -75,9 +78,9 @@ PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$src/tests" "$py" "$src/tests/ds_bf16_torc
 	"$models/llama-tiny.json" --dtype fp32,bf16 --stage 1,2 --world 1,2 --bucket 100000 --steps 3 --seq 32 \
 	--batch 2 --lora "$models/llama-tiny.json" --lora-r 4 --lora-freeze blocks:0-0 --lora-dtype fp32,bf16 \
 	--lora-dropout 0.1 --freeze "$models/gpt2-tiny.json=embeddings" --accum "$models/gpt2-tiny.json=2" \
-	>"$tmp/ref" 2>"$tmp/err" ||
+	--recompute "$models/gpt2-tiny.json" --recompute "$models/llama-tiny.json" >"$tmp/ref" 2>"$tmp/err" ||
 	{ cat "$tmp/err" >&2; fail "tests/ds_bf16_torch.py"; }
-[ "$(wc -l <"$tmp/ref")" -eq 25 ] || fail "tests/ds_bf16_torch.py wrote $(wc -l <"$tmp/ref") runs, not 25"
+[ "$(wc -l <"$tmp/ref")" -eq 29 ] || fail "tests/ds_bf16_torch.py wrote $(wc -l <"$tmp/ref") runs, not 29"
 for model in gpt2-tiny llama-tiny; do
 	for stage in 1 2; do
 		run="--framework deepspeed --wrapper deepspeed --ds-reduce-bucket 100000 --seq 32 --batch 2 --steps 3
@@ -107,16 +110,20 @@ done
 # embeddings frozen (g); llama-tiny under LoRA r 4 with block 0's adapters
 # frozen (l), both stages, measured at N = 1 and 2 once a model, and with
 # lora_dropout 0.1, nothing else frozen (d, stage 1); gpt2-tiny under
-# --grad-accum 2 (a), measured at N = 1 and 2 at stage 1; the fp32 measures
-# of g, l and a for the losses, and g's and a's fp32 theories
+# --grad-accum 2 (a), measured at N = 1 and 2 at stage 1; gpt2-tiny (r)
+# and llama-tiny (q) under --recompute full, each measured at N = 2 once;
+# the fp32 measures of g, l and a for the losses, and g's and a's fp32
+# theories
 for stage in 1 2; do
-	for row in g l d a; do
+	for row in g l d a r q; do
 		world=1
 		case $row/$stage in
 		g/*) opts="--model $models/gpt2-tiny.json --freeze embeddings"; [ $stage = 2 ] && world=1,2 ;;
 		l/*) opts="--model $models/llama-tiny.json --lora-r 4 --freeze blocks:0-0"; [ $stage = 1 ] && world=1,2 ;;
 		d/1) opts="--model $models/llama-tiny.json --lora-r 4 --lora-dropout 0.1" ;;
 		a/*) opts="--model $models/gpt2-tiny.json --grad-accum 2"; [ $stage = 1 ] && world=1,2 ;;
+		r/*) opts="--model $models/gpt2-tiny.json --recompute full"; [ $stage = 2 ] && world=1,2 ;;
+		q/*) opts="--model $models/llama-tiny.json --recompute full"; [ $stage = 1 ] && world=1,2 ;;
 		*) continue ;;
 		esac
 		run="--framework deepspeed --wrapper deepspeed --ds-reduce-bucket 100000 --seq 32 --batch 2 --steps 3
@@ -127,7 +134,7 @@ for stage in 1 2; do
 				fail "theory --precision mixed $opts zero$stage"
 			"$zerosim" measure $run --precision mixed --world $world --out "$tmp/mb$row-$stage.json" ||
 				fail "measure --precision mixed $opts zero$stage"
-			[ $row/$stage = d/1 ] || [ $stage = 2 ] ||
+			[ $row/$stage = d/1 ] || [ $row = r ] || [ $row = q ] || [ $stage = 2 ] ||
 				"$zerosim" measure $run --precision fp32 --world 1 --out "$tmp/mf$row.json" ||
 				fail "measure --precision fp32 $opts"
 			[ $row/$stage != g/1 ] && [ $row/$stage != a/1 ] || "$zerosim" theory $run --precision fp32 --world 1 --out "$tmp/tf$row.json" ||
@@ -142,7 +149,8 @@ runs = {}
 for line in open(f"{tmp}/ref"):
     r = json.loads(line)
     kind = ("-lora" if r["lora"] else "") + ("-drop" if r["lora_dropout"] else "") + \
-        ("-freeze" if r["freeze"] and not r["lora"] else "") + ("-accum" if r["accum"] > 1 else "")
+        ("-freeze" if r["freeze"] and not r["lora"] else "") + ("-accum" if r["accum"] > 1 else "") + \
+        ("-recompute" if r["recompute"] != "none" else "")
     runs[(r["model"].rsplit("/", 1)[-1][:-5], r["dtype"] + kind, r["stage"], r["world"])] = r
 bad = 0
 def agree(tag, got, t):
@@ -366,6 +374,30 @@ for stage in (1, 2):
           f" {' '.join('%.5f' % x for x in bf['losses'])} (fp32 {' '.join('%.5f' % x for x in fp['losses'])});"
           f" zerosim's {' '.join('%.5f' % x for x in zb)} (fp32 {' '.join('%.5f' % x for x in zf)}),"
           f" measured at N = {','.join(str(x['world']) for x in runs_m)}")
+# --recompute full (Hugging Face's gradient checkpointing over the bf16
+# module; DeepSpeed's hooks fire in each rerun): the bytes against the
+# allocator, the measure against the theory, and the losses the
+# non-recomputed bf16 runs' bitwise (PyTorch's and zerosim's: the rerun
+# replays the forward, its dropout's RNG state restored)
+for model, row in (("gpt2-tiny", "r"), ("llama-tiny", "q")):
+    for stage in (1, 2):
+        tag = f"{model} zero{stage} bf16 --recompute full"
+        bf, plain = runs[(model, "bf16-recompute", stage, 1)], runs[(model, "bf16", stage, 1)]
+        trows = {x["world"]: x["schedule"] for x in json.load(open(f"{tmp}/tb{row}-{stage}.json"))["rows"]}
+        nb, nmarks = agree(f"{tag} N=1", bf, (trows[1]["resident_bytes"], trows[1]["peak_bytes"],
+                                               trows[1].get("marks")))
+        bad += nb
+        runs_m = json.load(open(f"{tmp}/mb{row}-{stage}.json"))["runs"]
+        bad += measured(tag, runs_m, trows)
+        zplain = json.load(open(f"{tmp}/mb-{model}-{stage}.json"))["runs"][0]["losses"]
+        if bf["losses"] != plain["losses"] or runs_m[0]["losses"] != zplain or \
+                len(runs_m) != (2 if (row, stage) in (("r", 2), ("q", 1)) else 1):
+            print(f"{tag}: losses {bf['losses']} (not recomputed {plain['losses']}), zerosim's {runs_m[0]['losses']}"
+                  f" (not recomputed {zplain}), {len(runs_m)} measured runs")
+            bad += 1
+        print(f"figures, {tag}: between {bf['between']}, peak {bf['peak']} ({bf['peak_phase']}), {nmarks} marks;"
+              f" losses bitwise the plain bf16 run's (PyTorch's and zerosim's), measured at N ="
+              f" {','.join(str(x['world']) for x in runs_m)}")
 # lora_dropout 0.1 (stage 1, no adapter frozen): PEFT's nn.Dropout over
 # the adapted layers' bf16 input, its mask and output bf16; the first
 # loss is the base's (lora_B is zeros), the bf16 LoRA run's, bitwise
@@ -390,7 +422,8 @@ EOF
 echo "ok: fp32: zerosim's --wrapper deepspeed = PyTorch 1.13's allocator to the byte at N = 1 and 2 (between, peak," \
 	"every mark, every rank; llama-tiny also under LoRA with block 0's adapters frozen);" \
 	"bf16 with --freeze embeddings (gpt2-tiny), LoRA with block 0's adapters frozen and LoRA with dropout" \
-	"(llama-tiny), --grad-accum 2 (gpt2-tiny): theory = PyTorch's allocator at N = 1, measure = theory;" \
+	"(llama-tiny), --grad-accum 2 (gpt2-tiny), --recompute full (both): theory = PyTorch's allocator at N = 1," \
+	"measure = theory;" \
 	"bf16 (--precision mixed): zerosim's theory = PyTorch 1.13's allocator to the byte at N = 1 (between, peak, every mark)," \
 	"measure = theory at N = 1 and 2, zerosim's and PyTorch's losses within 2e-3 of their fp32 runs'"
 exit 0

@@ -7085,11 +7085,6 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (o->mdt != AG_F32 && fam > 1)
 		return refuse(cause, "--model %s: DeepSpeed's bf16 (--precision mixed) over the PyTorch step of a %s is not "
 		              "described yet (gpt2 and llama are)", m->name, m->model_type);
-	/* here, not in util/config.c: --recompute full reaches the step's
-	 * options after the config's checks (zs_torch_recompute_set) */
-	if (o->mdt != AG_F32 && o->recompute)
-		return refuse(cause, "--recompute full with DeepSpeed's bf16 (--precision mixed) over the PyTorch step: not "
-		              "described yet (give --recompute none)");
 	/* mixtral's block (moe_fwd): as checked against 1.13's allocator
 	 * (tests/moe_hf_torch.sh), its routing the step's own; the rest by name */
 	if (m->experts > 0 && moe_refuse(m, o, cause) < 0)
