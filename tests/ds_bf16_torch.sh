@@ -182,6 +182,14 @@ def measured(tag, runs_m, trows):
                 print(f"{tag} N={mr['world']} {key}: measure {str(m_)[:200]}, theory {str(t_)[:200]}")
                 n += 1
     return n
+def held(tag, got, row, stage):
+    """a new bf16 row (tb/mb ROW-STAGE.json): zerosim's theory against
+    PyTorch's run `got` at N = 1, its measure against its theory; returns
+    (failures, marks compared, the measured runs, the theory's rows)"""
+    trows = {x["world"]: x["schedule"] for x in json.load(open(f"{tmp}/tb{row}-{stage}.json"))["rows"]}
+    n, nmarks = agree(f"{tag} N=1", got, (trows[1]["resident_bytes"], trows[1]["peak_bytes"], trows[1].get("marks")))
+    runs_m = json.load(open(f"{tmp}/mb{row}-{stage}.json"))["runs"]
+    return n + measured(tag, runs_m, trows), nmarks, runs_m, trows
 def close(a, b):
     """3 losses each, within 2e-3 relative"""
     return len(a) == 3 and len(b) == 3 and all(abs(x - y) <= 2e-3 * abs(y) for x, y in zip(a, b))
@@ -302,12 +310,8 @@ for model, kind, row, Lt in (("gpt2-tiny", "freeze", "g", gL - gfrozen), ("llama
     for stage in (1, 2):
         tag = f"{model} zero{stage} bf16 {'embeddings frozen' if row == 'g' else 'LoRA, block 0 adapters frozen'}"
         bf, fp = runs[(model, f"bf16-{kind}", stage, 1)], runs[(model, f"fp32-{kind}", 1 if row == "g" else stage, 1)]
-        trows = {x["world"]: x["schedule"] for x in json.load(open(f"{tmp}/tb{row}-{stage}.json"))["rows"]}
-        nb, nmarks = agree(f"{tag} N=1", bf, (trows[1]["resident_bytes"], trows[1]["peak_bytes"],
-                                               trows[1].get("marks")))
+        nb, nmarks, runs_m, trows = held(tag, bf, row, stage)
         bad += nb
-        runs_m = json.load(open(f"{tmp}/mb{row}-{stage}.json"))["runs"]
-        bad += measured(tag, runs_m, trows)
         if len(runs_m) != (2 if (row, stage) in (("g", 2), ("l", 1)) else 1):
             print(f"{tag}: {len(runs_m)} measured runs")
             bad += 1
@@ -350,14 +354,11 @@ for model, kind, row, Lt in (("gpt2-tiny", "freeze", "g", gL - gfrozen), ("llama
 for stage in (1, 2):
     tag = f"gpt2-tiny zero{stage} bf16 --grad-accum 2"
     bf, fp, one = (runs[("gpt2-tiny", k, s_, 1)] for k, s_ in (("bf16-accum", stage), ("fp32-accum", 1), ("bf16", stage)))
-    trows = {x["world"]: x["schedule"] for x in json.load(open(f"{tmp}/tba-{stage}.json"))["rows"]}
-    nb, nmarks = agree(f"{tag} N=1", bf, (trows[1]["resident_bytes"], trows[1]["peak_bytes"], trows[1].get("marks")))
+    nb, nmarks, runs_m, trows = held(tag, bf, "a", stage)
     bad += nb
     if stage == 1:
         tf = json.load(open(f"{tmp}/tfa.json"))["rows"][0]["schedule"]
         bad += agree(f"{tag} (its fp32 run)", fp, (tf["resident_bytes"], tf["peak_bytes"], tf.get("marks")))[0]
-    runs_m = json.load(open(f"{tmp}/mba-{stage}.json"))["runs"]
-    bad += measured(tag, runs_m, trows)
     if len(runs_m) != (2 if stage == 1 else 1) or not any(k.endswith("@1") for k in trows[1].get("marks") or {}):
         print(f"{tag}: {len(runs_m)} measured runs, or no micro-step 1 marks")
         bad += 1
@@ -383,12 +384,8 @@ for model, row in (("gpt2-tiny", "r"), ("llama-tiny", "q")):
     for stage in (1, 2):
         tag = f"{model} zero{stage} bf16 --recompute full"
         bf, plain = runs[(model, "bf16-recompute", stage, 1)], runs[(model, "bf16", stage, 1)]
-        trows = {x["world"]: x["schedule"] for x in json.load(open(f"{tmp}/tb{row}-{stage}.json"))["rows"]}
-        nb, nmarks = agree(f"{tag} N=1", bf, (trows[1]["resident_bytes"], trows[1]["peak_bytes"],
-                                               trows[1].get("marks")))
+        nb, nmarks, runs_m, trows = held(tag, bf, row, stage)
         bad += nb
-        runs_m = json.load(open(f"{tmp}/mb{row}-{stage}.json"))["runs"]
-        bad += measured(tag, runs_m, trows)
         zplain = json.load(open(f"{tmp}/mb-{model}-{stage}.json"))["runs"][0]["losses"]
         if bf["losses"] != plain["losses"] or runs_m[0]["losses"] != zplain or \
                 len(runs_m) != (2 if (row, stage) in (("r", 2), ("q", 1)) else 1):
@@ -403,11 +400,8 @@ for model, row in (("gpt2-tiny", "r"), ("llama-tiny", "q")):
 # loss is the base's (lora_B is zeros), the bf16 LoRA run's, bitwise
 tag = "llama-tiny zero1 bf16 LoRA, lora_dropout 0.1"
 bf, ref = runs[("llama-tiny", "bf16-lora-drop", 1, 1)], runs[("llama-tiny", "bf16-lora", 1, 1)]
-trows = {x["world"]: x["schedule"] for x in json.load(open(f"{tmp}/tbd-1.json"))["rows"]}
-nb, nmarks = agree(f"{tag} N=1", bf, (trows[1]["resident_bytes"], trows[1]["peak_bytes"], trows[1].get("marks")))
+nb, nmarks, runs_m, trows = held(tag, bf, "d", 1)
 bad += nb
-runs_m = json.load(open(f"{tmp}/mbd-1.json"))["runs"]
-bad += measured(tag, runs_m, trows)
 zl = json.load(open(f"{tmp}/mbl-1.json"))["runs"][0]["losses"]
 if bf["params"] != n_l * ad or len(bf["losses"]) != 3 or bf["losses"][0] != ref["losses"][0] or \
         runs_m[0]["losses"][0] != zl[0] or runs_m[0]["losses"] == zl:
