@@ -38,6 +38,26 @@ What bf16 changes, with the lines it follows:
     (where the partition spans several tensors) and its fp32 copy, 4S.
   - s12 1918-1920: the bf16 partition (a view of the flat buffer) copy_()
     from the updated fp32 partition, in place.
+  - frozen parameters and PEFT's adapters (--freeze, --lora): the model
+    is wrapped and frozen before deepspeed.initialize, whose
+    module.bfloat16() casts every parameter, frozen or not, the adapters
+    too (PEFT's autocast_adapter_dtype acted at get_peft_model, over an
+    fp32 model: nothing to cast); the optimizer's groups hold the
+    requires_grad ones alone (s12 305-315), so a frozen parameter stays a
+    bf16 module tensor outside the flat buffer, with no fp32 partition,
+    gradient or Adam state.
+  - gradient accumulation (--accum, gradient_accumulation_steps K): each
+    micro-step the engine's backward (engine 2085-2152: loss.float() / K,
+    self.losses summed, the optimizer's backward, allreduce_gradients);
+    stage 1 keeps the bf16 .grad accumulating (AccumulateGrad) and reduces
+    at the boundary (engine 2055-2059), stage 2 reduces every micro-step
+    and adds the bf16 partition into averaged_gradients (s12 783-800):
+    bf16 throughout (grad_accum_dtype the model's, above), fp32 only at the
+    step's .to(fp32).
+  - --recompute: Hugging Face's gradient checkpointing of each decoder
+    layer (hf_torch.py's --recompute full, torch.utils.checkpoint with
+    use_reentrant=True) over the bf16 module: DeepSpeed adds nothing of its
+    own (the engine's hooks are the ZeRO optimizer's, fired in each rerun).
 Everything else is the fp32 run's (the norm in float64, 1663-1721; Adam
 over the fp32 partition; self.losses, engine 2105-2106 and 2278).
 
@@ -58,7 +78,9 @@ falls, the losses. Exit 0; 2 bad usage.
 
 Usage: python3 ds_bf16_torch.py MODEL.json... [--dtype bf16,fp32] [--stage 1,2]
        [--world 1,2] [--bucket 100000] [--steps 3] [--seq 32] [--batch 2]
-       [--dropout config|0] [--lora MODEL.json [--lora-r 4] [--lora-freeze PATTERN]]
+       [--dropout config|0] [--lora MODEL.json [--lora-r 4] [--lora-freeze PATTERN]
+       [--lora-dtype fp32,bf16] [--lora-dropout P]] [--freeze MODEL.json=PATTERN]
+       [--accum MODEL.json=K] [--recompute MODEL.json]
 (one JSON line per world, model, dtype and stage; at N > 1 rank 0's with
 every rank's figures in "ranks")
 """
@@ -70,7 +92,18 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import hf_torch
-from hf_torch import mark
+
+PLAIN_MARK, SUFFIX = hf_torch.mark, [None]
+
+
+def mark(label):
+    """hf_torch's mark; under gradient accumulation micro-step k's marks
+    (the modules' hooks, which look `mark` up in hf_torch, and the phases)
+    are "LABEL@k", as zerosim's step names them (tests/ft_torch.py's)"""
+    PLAIN_MARK(label if SUFFIX[0] is None else f"{label}@{SUFFIX[0]}")
+
+
+hf_torch.mark = mark
 
 
 class ZeroBf16:
@@ -152,7 +185,11 @@ class ZeroBf16:
 
     # --- backward (2038-2060)
     def backward(self, loss):
-        self.ipg = torch.empty(int(self.bucket), dtype=self.dtype)  # 2050-2053
+        # 2048-2053: `self.ipg_buffer = []` (stage 1 past a micro-step's
+        # first: the last micro-step's bucket, no epilogue released it,
+        # goes), then the new one
+        self.ipg = None
+        self.ipg = torch.empty(int(self.bucket), dtype=self.dtype)
         # 2067, loss_scaler 61-63: loss.float() (the loss is fp32), * 1.0
         scaled = loss.float() * 1.0
         mark("phase:backward")  # where zerosim's list marks it (util/ag_ds.c: after the scaler's product)
@@ -219,17 +256,23 @@ class ZeroBf16:
                 if p.grad is not None:
                     self.reduce_ready(p)
         self.reduce_ipg()
-        # get_flat_partition 1723-1761: views of the rank's grads, the
-        # first from first_offset, the last cut at the partition's end;
-        # a zeros() of the last rank's padding
-        self.averaged, size = [], 0
+        # get_flat_partition 1723-1761 (dtype gradient_accumulation_dtype:
+        # the model's, bf16, with no grad_accum_dtype, engine.py 1017-1021):
+        # views of the rank's grads, the first from first_offset, the last
+        # cut at the partition's end; a zeros() of the last rank's padding
+        new, size = [], 0
         for i, p in enumerate(self.in_part):
             g, o = p.grad, (self.first_offset if i == 0 else 0)
             k = min(g.numel() - o, self.S - size)
-            self.averaged.append(g.contiguous().view(-1).narrow(0, o, k) if o > 0 or k < g.numel() else g)
+            new.append(g.contiguous().view(-1).narrow(0, o, k) if o > 0 or k < g.numel() else g)
             size += k
         if size < self.S:
-            self.averaged.append(torch.zeros(self.S - size, dtype=self.dtype))
+            new.append(torch.zeros(self.S - size, dtype=self.dtype))
+        if self.averaged is None:  # 783-791
+            self.averaged = new
+        else:  # a later micro-step's (stage 2): added in place, 792-800
+            for acc, g in zip(self.averaged, new):
+                acc.add_(g)
         self.ipg = None  # _release_ipg_buffers 676-680
         self.gip = None
         for p in self.params:  # zero_grad(set_to_none=True), 1638-1651
@@ -274,14 +317,41 @@ class ZeroBf16:
         self._update_views()  # 1938-1940
 
 
-def run(a, model_json, dtype, stage, lora=False, world=1, rank=0, pg=None):
+def engine_backward(zo, loss, K):
+    """engine.backward (engine.py 2085-2152) over a micro-step's loss: at
+    K > 1 _scale_loss_by_gas(loss.float()) (1904-1910: loss / K, the fp32
+    loss's .float() itself), the logged mean_loss and self.losses, the
+    optimizer's backward, allreduce_gradients (2048-2062: stage 2's epilogue
+    every micro-step; stage 1's reduce_gradients and epilogue at the
+    boundary, micro-step K - 1); its locals go as it returns. self.losses
+    is zo.losses (an attribute: the last one let go as it is replaced)."""
+    if K > 1:
+        loss = loss.float() / K
+    mean_loss = loss.mean().detach()
+    zo.losses = mean_loss if zo.losses is None else zo.losses + mean_loss
+    zo.backward(loss)
+    zo.micro += 1
+    if zo.stage == 2 or zo.micro % K == 0:
+        zo.epilogue()
+
+
+def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, accum=1, recompute="none", world=1,
+        rank=0, pg=None):
     """One run: the model from MODEL.json under DeepSpeed's stage `stage`
     in `dtype`, a.steps steps, profiled, as rank `rank` of `world`; its
     figures. lora: PEFT's adapters over it first (tests/ft_torch.py's
-    apply_lora, r a.lora_r, alpha 8, no dropout, PEFT's default targets;
-    every base parameter frozen, then a.lora_freeze's adapters)."""
+    apply_lora, r a.lora_r, alpha 8, dropout lora_dropout, PEFT's default
+    targets; every base parameter frozen, then the adapters freeze names).
+    accum: DeepSpeed's gradient_accumulation_steps, micro-steps of a.batch
+    rows each (the K micro-batches drawn at once, as tests/ft_torch.py's).
+    freeze (without lora): the parameters it names (tests/ft_torch.py's
+    --freeze pattern) requires_grad False before the engine sees them.
+    In bf16 module.bfloat16() comes after both, as deepspeed.initialize
+    after get_peft_model: every parameter bf16, frozen ones and the
+    adapters too (engine 1228-1231: the module's .bfloat16(), which
+    casts every floating parameter whatever its requires_grad)."""
     torch.manual_seed(0)
-    b = argparse.Namespace(model=model_json, dropout=a.dropout, tied=None, recompute="none", mask="where")
+    b = argparse.Namespace(model=model_json, dropout=a.dropout, tied=None, recompute=recompute, mask="where")
     _, family, cfg, tied = hf_torch.build(b)
     losses = []
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
@@ -298,46 +368,58 @@ def run(a, model_json, dtype, stage, lora=False, world=1, rank=0, pg=None):
             # freezing (PEFT v0.20.0's _mark_only_adapters_as_trainable),
             # then --freeze's adapters by name, before DeepSpeed sees them
             import ft_torch
-            la = argparse.Namespace(lora_r=a.lora_r, lora_alpha=8, lora_dropout=0.0, lora_targets="")
+            la = argparse.Namespace(lora_r=a.lora_r, lora_alpha=8, lora_dropout=lora_dropout, lora_targets="")
             ft_torch.apply_lora(la, model, family)
             for n, p in model.named_parameters():
-                p.requires_grad_("lora_" in n and not (a.lora_freeze and ft_torch.freeze_matches(
-                    a.lora_freeze, family, cfg, ft_torch.hf_name(family, n))))
+                p.requires_grad_("lora_" in n and not (freeze and ft_torch.freeze_matches(
+                    freeze, family, cfg, ft_torch.hf_name(family, n))))
+        elif freeze:
+            import ft_torch
+            for n, p in model.named_parameters():
+                p.requires_grad_(not ft_torch.freeze_matches(freeze, family, cfg, ft_torch.hf_name(family, n)))
         hf_torch.install_hooks(model, set(model.units))
         if dtype == "bf16":
             model.bfloat16()  # engine 1228-1231
         opt = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=False)
         zo = ZeroBf16(opt, stage, a.bucket, world, rank, pg)
+        zo.micro, zo.losses = 0, None
         g = torch.Generator().manual_seed(1 + rank)  # each rank its own batch
-        ids = torch.randint(0, cfg["vocab_size"], (a.batch, a.seq), generator=g)
-        labels = ids.clone()
-        engine_losses = None
+        K = accum
+        data = torch.randint(0, cfg["vocab_size"], (K * a.batch, a.seq), generator=g)
+        labels = data.clone()
         for step in range(1, a.steps + 1):
             mark(f"step:{step}")
-            mark("phase:forward")
-            # the loop keeps the model's outputs (the loss and the logits)
-            # to the step's end, as hf_torch.py's (--keep-logits 1)
-            outputs = model(ids, labels)
-            loss = outputs[0]
-            # engine.backward 2085-2150: the logged loss, then the optimizer's
-            mean_loss = loss.mean().detach()
-            engine_losses = mean_loss if engine_losses is None else engine_losses + mean_loss
-            zo.backward(loss)
-            zo.epilogue()  # engine.allreduce_gradients 2048-2062
-            del mean_loss
+            total = 0.0
+            for k in range(K):
+                if K > 1:
+                    PLAIN_MARK(f"micro:{k}")
+                    SUFFIX[0] = k
+                mark("phase:forward")
+                # the loop keeps the model's outputs (the loss and the
+                # logits) to the step's end, as hf_torch.py's
+                # (--keep-logits 1); an earlier micro-step's let go
+                outputs = model(data[k * a.batch:(k + 1) * a.batch], labels[k * a.batch:(k + 1) * a.batch])
+                loss = outputs[0]
+                engine_backward(zo, loss, K)
+                SUFFIX[0] = None
+                total += float(loss) / K
+                if k < K - 1:
+                    del loss
+                    outputs = None
             mark("phase:optimizer")
             zo.step()
             mark("phase:zero_grad")
             opt.zero_grad(set_to_none=True)  # _take_model_step 2245-2252: nothing left
-            engine_losses = None  # 2278
-            losses.append(float(loss))
+            zo.losses = None  # 2278
+            losses.append(total)
             del loss
             outputs = None
             mark("phase:between")
             mark(f"step:{step + 1}")
     stream = hf_torch.replay(hf_torch.memory_events(prof))
     last = hf_torch.analyse_step(stream, a.steps)
-    return dict(model=model_json, dtype=dtype, stage=stage, lora=lora, world=world, rank=rank, bucket=a.bucket,
+    return dict(model=model_json, dtype=dtype, stage=stage, lora=lora, freeze=freeze, lora_dropout=lora_dropout,
+                accum=accum, recompute=recompute, world=world, rank=rank, bucket=a.bucket,
                 torch=torch.__version__,
                 params=zo.S, between=stream[-1][0], peak=last["peak"], peak_phase=last["phase"],
                 peak_after=last["after"], marks={l: v for l, v in last["boundaries"]}, losses=losses)
@@ -345,7 +427,7 @@ def run(a, model_json, dtype, stage, lora=False, world=1, rank=0, pg=None):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("models", nargs="+", metavar="MODEL.json")
+    ap.add_argument("models", nargs="*", metavar="MODEL.json")
     ap.add_argument("--dtype", default="bf16", help="bf16, fp32 or both (comma-separated)")
     ap.add_argument("--stage", default="2", help="1, 2 or both (comma-separated)")
     ap.add_argument("--bucket", type=int, default=100000, help="reduce_bucket_size, elements")
@@ -359,6 +441,18 @@ def main():
     ap.add_argument("--lora-r", type=int, default=4)
     ap.add_argument("--lora-freeze", default="", metavar="PATTERN",
                     help="--freeze's pattern over the adapters (tests/ft_torch.py's), none by default")
+    ap.add_argument("--lora-dtype", default="fp32", help="the --lora runs' dtypes: fp32, bf16 or both")
+    ap.add_argument("--lora-dropout", default="", metavar="P",
+                    help="also each --lora MODEL.json in bf16 at stage 1 with lora_dropout P, no adapter frozen")
+    ap.add_argument("--accum", action="append", default=[], metavar="MODEL.json=K",
+                    help="also MODEL.json in bf16 under gradient_accumulation_steps K (each --stage), and in fp32 at "
+                         "the first --stage, N = 1 (repeatable)")
+    ap.add_argument("--recompute", action="append", default=[], metavar="MODEL.json",
+                    help="also MODEL.json in bf16 under Hugging Face's gradient checkpointing (hf_torch.py's "
+                         "--recompute full; each --stage, N = 1; repeatable)")
+    ap.add_argument("--freeze", action="append", default=[], metavar="MODEL.json=PATTERN",
+                    help="also MODEL.json in bf16 with PATTERN frozen (each --stage), and in fp32 at the first "
+                         "--stage, N = 1 (repeatable)")
     a = ap.parse_args()
     dtypes, stages = a.dtype.split(","), a.stage.split(",")
     try:
@@ -369,7 +463,19 @@ def main():
         ap.error("--dtype takes bf16 and fp32, --stage 1 and 2")
     torch.set_num_threads(1)  # hf_torch.py's run(): LayerNorm's scratch
     cases = [(m, dt, int(st)) for m in a.models for dt in dtypes for st in stages]
-    cases += [(m, "fp32", int(st), True) for m in a.lora for st in stages]
+    lora = [(m, dt, int(st), True, a.lora_freeze) for m in a.lora for dt in a.lora_dtype.split(",") for st in stages]
+    cases += lora
+    if a.lora_dropout:
+        cases += [(m, "bf16", 1, True, "", float(a.lora_dropout)) for m in a.lora]
+    for f in a.accum:  # bf16 each stage; fp32 at the first, for its losses (N = 1)
+        m, _, k = f.partition("=")
+        cases += [(m, "bf16", int(st), False, "", 0.0, int(k)) for st in stages]
+        cases += [(m, "fp32", int(stages[0]), False, "", 0.0, int(k))]
+    for m in a.recompute:  # bf16 each stage (N = 1)
+        cases += [(m, "bf16", int(st), False, "", 0.0, 1, "full") for st in stages]
+    for f in a.freeze:  # bf16 each stage; fp32 at the first, for its losses (N = 1)
+        m, _, pat = f.partition("=")
+        cases += [(m, "bf16", int(st), False, pat) for st in stages] + [(m, "fp32", int(stages[0]), False, pat)]
     for w in a.world:
         if w == 1:
             for c in cases:
@@ -382,7 +488,7 @@ def main():
         # bf16 ("Invalid scalar type"): bf16 at N = 1 alone, said on stderr.
         if "bf16" in dtypes:
             sys.stderr.write(f"ds_bf16_torch: bf16 not run at N = {w}: gloo in PyTorch 1.13 reduces no bf16 tensor\n")
-        cw = [c for c in cases if c[1] != "bf16"]
+        cw = [c for c in cases if c[1] != "bf16" and (len(c) < 5 or c in lora)]  # (not --freeze's or --accum's fp32)
         if cw:
             hf_torch.spawn(worker, w, lambda store, w=w, cw=cw: (a, w, cw, store))
 

@@ -30,13 +30,38 @@
 #    categories, every mark, every rank's, comm), and its 3 losses are
 #    within 2e-3, relative, of zerosim's own fp32 run's (the same weights and
 #    batches: zerosim's seed, not PyTorch's);
+#  - bf16 with frozen parameters and LoRA (docs/schedule.md, "bf16 with
+#    frozen parameters and LoRA": module.bfloat16() after the freezing and
+#    PEFT's wrapping makes every parameter bf16, the frozen ones and the
+#    adapters too; the flat buffer the trainable ones): gpt2-tiny with
+#    --freeze embeddings and llama-tiny under LoRA r 4 with block 0's
+#    adapters frozen, stages 1 and 2, and llama-tiny LoRA with
+#    --lora-dropout 0.1 (stage 1): zerosim's theory = PyTorch's allocator
+#    at N = 1 (between, peak, every mark), the measure = the theory
+#    (N = 1, and 2 once a model), the flat buffer's elements and the bytes
+#    between steps by hand, the bf16 losses within 2e-3 of the fp32 runs'
+#    (PyTorch's and zerosim's), the dropout run's first loss the
+#    undropped one's, bitwise (lora_B is zeros);
+#  - bf16 under gradient_accumulation_steps 2 (gpt2-tiny, `--grad-accum
+#    2`; docs/schedule.md, "bf16 under gradient accumulation": the
+#    gradients accumulate in bf16), stages 1 and 2, and its fp32 run at
+#    stage 1: zerosim's theory = PyTorch's allocator at N = 1 (between, the
+#    peak, every mark of both micro-steps), measure = theory (N = 1, and 2
+#    at stage 1), between steps the K = 1 run's + 1,024 B by hand, the
+#    bf16 losses within 2e-3 of fp32's;
+#  - bf16 under --recompute full (gpt2-tiny, llama-tiny; stages 1 and 2):
+#    theory = PyTorch's allocator at N = 1 (every mark, the reruns'
+#    too), measure = theory (N = 1, and 2 once a model), the losses the
+#    non-recomputed bf16 runs' bitwise (PyTorch's and zerosim's);
 #  - the figures are printed.
 # Not compared with DeepSpeed itself (not installable here).
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # About 67 s on a 2-core machine at load 16 (59 s there without the bf16
 # rows: 8 profiled runs in one python3, then 4 in each of 2 gloo ranks;
 # the bf16 rows add no python, 6 zerosim measures and 4 theories; the
-# LoRA rows 2 runs in each, 2 theories: about 1 s of CPU).
+# LoRA rows 2 runs in each, 2 theories: about 1 s of CPU). The frozen,
+# LoRA, accumulation and recompute bf16 rows add 13 profiled runs to the
+# same python3 (N = 1), 11 theories and 14 measures.
 set -u
 top=${ZS_BUILDDIR:-.}
 src=${srcdir:-.}
@@ -51,9 +76,11 @@ name=ds_bf16_torch
 . "$src/tests/torch_python.sh"
 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$src/tests" "$py" "$src/tests/ds_bf16_torch.py" "$models/gpt2-tiny.json" \
 	"$models/llama-tiny.json" --dtype fp32,bf16 --stage 1,2 --world 1,2 --bucket 100000 --steps 3 --seq 32 \
-	--batch 2 --lora "$models/llama-tiny.json" --lora-r 4 --lora-freeze blocks:0-0 >"$tmp/ref" 2>"$tmp/err" ||
+	--batch 2 --lora "$models/llama-tiny.json" --lora-r 4 --lora-freeze blocks:0-0 --lora-dtype fp32,bf16 \
+	--lora-dropout 0.1 --freeze "$models/gpt2-tiny.json=embeddings" --accum "$models/gpt2-tiny.json=2" \
+	--recompute "$models/gpt2-tiny.json" --recompute "$models/llama-tiny.json" >"$tmp/ref" 2>"$tmp/err" ||
 	{ cat "$tmp/err" >&2; fail "tests/ds_bf16_torch.py"; }
-[ "$(wc -l <"$tmp/ref")" -eq 16 ] || fail "tests/ds_bf16_torch.py wrote $(wc -l <"$tmp/ref") runs, not 16"
+[ "$(wc -l <"$tmp/ref")" -eq 29 ] || fail "tests/ds_bf16_torch.py wrote $(wc -l <"$tmp/ref") runs, not 29"
 for model in gpt2-tiny llama-tiny; do
 	for stage in 1 2; do
 		run="--framework deepspeed --wrapper deepspeed --ds-reduce-bucket 100000 --seq 32 --batch 2 --steps 3
@@ -79,13 +106,52 @@ for model in gpt2-tiny llama-tiny; do
 		}
 	done
 done
+# DeepSpeed's bf16 over frozen parameters and LoRA: gpt2-tiny with its
+# embeddings frozen (g); llama-tiny under LoRA r 4 with block 0's adapters
+# frozen (l), both stages, measured at N = 1 and 2 once a model, and with
+# lora_dropout 0.1, nothing else frozen (d, stage 1); gpt2-tiny under
+# --grad-accum 2 (a), measured at N = 1 and 2 at stage 1; gpt2-tiny (r)
+# and llama-tiny (q) under --recompute full, each measured at N = 2 once;
+# the fp32 measures of g, l and a for the losses, and g's and a's fp32
+# theories
+for stage in 1 2; do
+	for row in g l d a r q; do
+		world=1
+		case $row/$stage in
+		g/*) opts="--model $models/gpt2-tiny.json --freeze embeddings"; [ $stage = 2 ] && world=1,2 ;;
+		l/*) opts="--model $models/llama-tiny.json --lora-r 4 --freeze blocks:0-0"; [ $stage = 1 ] && world=1,2 ;;
+		d/1) opts="--model $models/llama-tiny.json --lora-r 4 --lora-dropout 0.1" ;;
+		a/*) opts="--model $models/gpt2-tiny.json --grad-accum 2"; [ $stage = 1 ] && world=1,2 ;;
+		r/*) opts="--model $models/gpt2-tiny.json --recompute full"; [ $stage = 2 ] && world=1,2 ;;
+		q/*) opts="--model $models/llama-tiny.json --recompute full"; [ $stage = 1 ] && world=1,2 ;;
+		*) continue ;;
+		esac
+		run="--framework deepspeed --wrapper deepspeed --ds-reduce-bucket 100000 --seq 32 --batch 2 --steps 3
+			--torch-device cpu --attn eager --torch-version 1.13 --optimizer-impl single --schemes zero$stage $opts"
+		# shellcheck disable=SC2086
+		{
+			"$zerosim" theory $run --precision mixed --world 1,2 --out "$tmp/tb$row-$stage.json" ||
+				fail "theory --precision mixed $opts zero$stage"
+			"$zerosim" measure $run --precision mixed --world $world --out "$tmp/mb$row-$stage.json" ||
+				fail "measure --precision mixed $opts zero$stage"
+			[ $row/$stage = d/1 ] || [ $row = r ] || [ $row = q ] || [ $stage = 2 ] ||
+				"$zerosim" measure $run --precision fp32 --world 1 --out "$tmp/mf$row.json" ||
+				fail "measure --precision fp32 $opts"
+			[ $row/$stage != g/1 ] && [ $row/$stage != a/1 ] || "$zerosim" theory $run --precision fp32 --world 1 --out "$tmp/tf$row.json" ||
+				fail "theory --precision fp32 $opts"
+		}
+	done
+done
 "$py" - "$tmp" "$models" <<'EOF' || fail "PyTorch's allocator and zerosim (or the hand counts) differ"
 import json, sys
 tmp, models = sys.argv[1:]
 runs = {}
 for line in open(f"{tmp}/ref"):
     r = json.loads(line)
-    runs[(r["model"].rsplit("/", 1)[-1][:-5], r["dtype"] + ("-lora" if r["lora"] else ""), r["stage"], r["world"])] = r
+    kind = ("-lora" if r["lora"] else "") + ("-drop" if r["lora_dropout"] else "") + \
+        ("-freeze" if r["freeze"] and not r["lora"] else "") + ("-accum" if r["accum"] > 1 else "") + \
+        ("-recompute" if r["recompute"] != "none" else "")
+    runs[(r["model"].rsplit("/", 1)[-1][:-5], r["dtype"] + kind, r["stage"], r["world"])] = r
 bad = 0
 def agree(tag, got, t):
     """one rank's figures against zerosim's (t: its between, peak, marks)"""
@@ -101,6 +167,32 @@ def agree(tag, got, t):
         print(f"{tag} marks: {len(tm)} in zerosim's, missing in PyTorch's {missing[:5]}, differing {diff[:5]}")
         n += 1
     return n, len(tm)
+def measured(tag, runs_m, trows):
+    """zerosim's measure against its theory, every field, each measured N"""
+    n = 0
+    for mr in runs_m:
+        t = trows[mr["world"]]
+        mp, tp = mr["per_rank"], t["per_rank"]
+        # (per rank: what both write; marks where the theory's ranks differ)
+        pairs = [(k, mr.get(k), t.get(k)) for k in ("resident_bytes", "peak_bytes", "peak_breakdown",
+                                                    "resident_breakdown", "marks", "comm_bytes_per_rank_per_step")]
+        pairs += [(f"per_rank {k}", mp[k], tp[k]) for k in mp if k in tp or k != "marks"]
+        for key, m_, t_ in pairs:
+            if m_ != t_ or m_ is None:
+                print(f"{tag} N={mr['world']} {key}: measure {str(m_)[:200]}, theory {str(t_)[:200]}")
+                n += 1
+    return n
+def held(tag, got, row, stage):
+    """a new bf16 row (tb/mb ROW-STAGE.json): zerosim's theory against
+    PyTorch's run `got` at N = 1, its measure against its theory; returns
+    (failures, marks compared, the measured runs, the theory's rows)"""
+    trows = {x["world"]: x["schedule"] for x in json.load(open(f"{tmp}/tb{row}-{stage}.json"))["rows"]}
+    n, nmarks = agree(f"{tag} N=1", got, (trows[1]["resident_bytes"], trows[1]["peak_bytes"], trows[1].get("marks")))
+    runs_m = json.load(open(f"{tmp}/mb{row}-{stage}.json"))["runs"]
+    return n + measured(tag, runs_m, trows), nmarks, runs_m, trows
+def close(a, b):
+    """3 losses each, within 2e-3 relative"""
+    return len(a) == 3 and len(b) == 3 and all(abs(x - y) <= 2e-3 * abs(y) for x, y in zip(a, b))
 for model in ("gpt2-tiny", "llama-tiny"):
     c = json.load(open(f"{models}/{model}.json"))
     # the trained parameters, by hand from the shape (the tied table once)
@@ -153,17 +245,7 @@ for model in ("gpt2-tiny", "llama-tiny"):
         nb, nmarks = agree(f"{tag} bf16 N=1", bf, (tb["resident_bytes"], tb["peak_bytes"], tb.get("marks")))
         bad += nb
         runs_b = json.load(open(f"{tmp}/mb-{model}-{stage}.json"))["runs"]
-        for mr in runs_b:
-            t = trows[mr["world"]]
-            mp, tp = mr["per_rank"], t["per_rank"]
-            # (per rank: what both write; marks where the theory's ranks differ)
-            pairs = [(k, mr.get(k), t.get(k)) for k in ("resident_bytes", "peak_bytes", "peak_breakdown",
-                                                        "resident_breakdown", "marks", "comm_bytes_per_rank_per_step")]
-            pairs += [(f"per_rank {k}", mp[k], tp[k]) for k in mp if k in tp or k != "marks"]
-            for key, m_, t_ in pairs:
-                if m_ != t_ or m_ is None:
-                    print(f"{tag} bf16 N={mr['world']} {key}: measure {str(m_)[:200]}, theory {str(t_)[:200]}")
-                    bad += 1
+        bad += measured(f"{tag} bf16", runs_b, trows)
         if len(runs_b) != (2 if (model, stage) in (("gpt2-tiny", 2), ("llama-tiny", 1)) else 1):
             print(f"{tag} bf16: {len(runs_b)} measured runs")
             bad += 1
@@ -203,10 +285,139 @@ for stage in (1, 2):
         bad += 1
     print(f"figures, {tag}: between {one['between']}, peak {one['peak']} ({one['peak_phase']}), {nmarks} marks,"
           f" N=2 {' '.join('%d/%d' % (x['between'], x['peak']) for x in two['ranks'])}; flat buffer {L} elements")
+# DeepSpeed's bf16 over frozen parameters and LoRA (--precision mixed):
+# module.bfloat16() after the freezing and PEFT's wrapping casts every
+# parameter, frozen ones and the adapters too, and the flat buffer holds
+# the trainable ones alone. By hand: gpt2-tiny's frozen embeddings (the
+# tied wte and wpe, (V + P) d elements) leave the flat buffer and take
+# their 12 bytes an element of fp32 partition and Adam's moments with
+# them, keeping their 2 bf16 bytes as module tensors; LoRA's flat buffer
+# is block 1's adapters as in fp32, and between steps bf16 holds fp32's
+# less 2 bytes of every parameter (base, frozen adapters and trainable
+# ones: all bf16 now) and half the buffers, less the kept inv_freq.
+g = json.load(open(f"{models}/gpt2-tiny.json"))
+gd, gfrozen = g["n_embd"], (g["vocab_size"] + g["n_positions"]) * g["n_embd"]
+gL = g["vocab_size"] * gd + g["n_positions"] * gd + 2 * gd + g["n_layer"] * (
+    4 * gd + (gd * 3 * gd + 3 * gd) + (gd * gd + gd) + 2 * (4 * gd * gd) + 4 * gd + gd)
+c = json.load(open(f"{models}/llama-tiny.json"))
+d, H, n_l = c["hidden_size"], c["num_attention_heads"], c["num_hidden_layers"]
+kv, r = c["num_key_value_heads"] * (d // H), 4
+ad = r * (d + d) + r * (d + kv)  # one block's adapters
+hd = d // H
+# llama-tiny's base parameters (untied), by hand as above
+Lb = c["vocab_size"] * d * 2 + d + n_l * (2 * d + d * H * hd + 2 * d * kv + H * hd * d + 3 * d * c["intermediate_size"])
+for model, kind, row, Lt in (("gpt2-tiny", "freeze", "g", gL - gfrozen), ("llama-tiny", "lora", "l", ad)):
+    for stage in (1, 2):
+        tag = f"{model} zero{stage} bf16 {'embeddings frozen' if row == 'g' else 'LoRA, block 0 adapters frozen'}"
+        bf, fp = runs[(model, f"bf16-{kind}", stage, 1)], runs[(model, f"fp32-{kind}", 1 if row == "g" else stage, 1)]
+        nb, nmarks, runs_m, trows = held(tag, bf, row, stage)
+        bad += nb
+        if len(runs_m) != (2 if (row, stage) in (("g", 2), ("l", 1)) else 1):
+            print(f"{tag}: {len(runs_m)} measured runs")
+            bad += 1
+        if bf["params"] != Lt:
+            print(f"{tag}: the flat buffer holds {bf['params']} elements, not {Lt} by hand")
+            bad += 1
+        if row == "g":
+            unfrozen = runs[(model, "bf16", stage, 1)]
+            want = unfrozen["between"] - 12 * gfrozen
+            # and PyTorch's fp32 run (stage 1) against zerosim's fp32 theory
+            tf = json.load(open(f"{tmp}/tfg.json"))["rows"][0]["schedule"]
+            bad += agree(f"{tag} (its fp32 run)", fp, (tf["resident_bytes"], tf["peak_bytes"], tf.get("marks")))[0]
+        else:
+            # (inv_freq: its bf16 2 bytes an element and the fp32 original kept)
+            want = fp["between"] - 2 * (Lb + n_l * ad) + 2 * (hd // 2)
+        if bf["between"] != want:
+            print(f"{tag} between steps: {bf['between']}, not {want} by hand")
+            bad += 1
+        if not close(bf["losses"], fp["losses"]):
+            print(f"{tag}: PyTorch's bf16 losses {bf['losses']} not within 2e-3 of its fp32's {fp['losses']}")
+            bad += 1
+        zf = json.load(open(f"{tmp}/mf{row}.json"))["runs"][0]["losses"]
+        zb = runs_m[0]["losses"]
+        if not close(zb, zf) or zb == zf:
+            print(f"{tag}: zerosim's bf16 losses {zb} not within 2e-3 of its fp32's {zf} (or equal to them)")
+            bad += 1
+        print(f"figures, {tag}: between {bf['between']}, peak {bf['peak']} ({bf['peak_phase']}), {nmarks} marks,"
+              f" flat buffer {Lt}; losses {' '.join('%.5f' % x for x in bf['losses'])}"
+              f" (fp32 {' '.join('%.5f' % x for x in fp['losses'])}); zerosim's {' '.join('%.5f' % x for x in zb)}"
+              f" (fp32 {' '.join('%.5f' % x for x in zf)}), measured at N = {','.join(str(x['world']) for x in runs_m)}")
+# gradient_accumulation_steps 2 (gpt2-tiny): with bf16 and ZeRO and no
+# grad_accum_dtype the gradients accumulate in bf16 (engine.py 1017-1021:
+# grad_accum_dtype the model's; stage_1_and_2.py 284-294: no separate
+# accumulation buffer): stage 1 in the parameters' bf16 .grad
+# (AccumulateGrad), reduced at the boundary alone (engine.py 2055-2059);
+# stage 2 reducing every micro-step and adding each new bf16 partition
+# into averaged_gradients in place (792-800); fp32 only at the step's
+# .to(fp32) (1888-1897). By hand: between steps the K = 1 run's plus the
+# second micro-batch's int64 ids and labels, 2 B T 8 bytes.
+for stage in (1, 2):
+    tag = f"gpt2-tiny zero{stage} bf16 --grad-accum 2"
+    bf, fp, one = (runs[("gpt2-tiny", k, s_, 1)] for k, s_ in (("bf16-accum", stage), ("fp32-accum", 1), ("bf16", stage)))
+    nb, nmarks, runs_m, trows = held(tag, bf, "a", stage)
+    bad += nb
+    if stage == 1:
+        tf = json.load(open(f"{tmp}/tfa.json"))["rows"][0]["schedule"]
+        bad += agree(f"{tag} (its fp32 run)", fp, (tf["resident_bytes"], tf["peak_bytes"], tf.get("marks")))[0]
+    if len(runs_m) != (2 if stage == 1 else 1) or not any(k.endswith("@1") for k in trows[1].get("marks") or {}):
+        print(f"{tag}: {len(runs_m)} measured runs, or no micro-step 1 marks")
+        bad += 1
+    if bf["between"] != one["between"] + 2 * 32 * 8 * 2:
+        print(f"{tag} between steps: {bf['between']}, not K = 1's {one['between']} + 1024 by hand")
+        bad += 1
+    zf = json.load(open(f"{tmp}/mfa.json"))["runs"][0]["losses"]
+    zb = runs_m[0]["losses"]
+    if not close(bf["losses"], fp["losses"]) or not close(zb, zf) or zb == zf:
+        print(f"{tag}: losses, PyTorch's bf16 {bf['losses']} against fp32 {fp['losses']}, zerosim's {zb} against {zf}")
+        bad += 1
+    print(f"figures, {tag}: between {bf['between']}, peak {bf['peak']} ({bf['peak_phase']}), {nmarks} marks;"
+          f" fp32 between {fp['between']}, peak {fp['peak']} ({fp['peak_phase']}); losses"
+          f" {' '.join('%.5f' % x for x in bf['losses'])} (fp32 {' '.join('%.5f' % x for x in fp['losses'])});"
+          f" zerosim's {' '.join('%.5f' % x for x in zb)} (fp32 {' '.join('%.5f' % x for x in zf)}),"
+          f" measured at N = {','.join(str(x['world']) for x in runs_m)}")
+# --recompute full (Hugging Face's gradient checkpointing over the bf16
+# module; DeepSpeed's hooks fire in each rerun): the bytes against the
+# allocator, the measure against the theory, and the losses the
+# non-recomputed bf16 runs' bitwise (PyTorch's and zerosim's: the rerun
+# replays the forward, its dropout's RNG state restored)
+for model, row in (("gpt2-tiny", "r"), ("llama-tiny", "q")):
+    for stage in (1, 2):
+        tag = f"{model} zero{stage} bf16 --recompute full"
+        bf, plain = runs[(model, "bf16-recompute", stage, 1)], runs[(model, "bf16", stage, 1)]
+        nb, nmarks, runs_m, trows = held(tag, bf, row, stage)
+        bad += nb
+        zplain = json.load(open(f"{tmp}/mb-{model}-{stage}.json"))["runs"][0]["losses"]
+        if bf["losses"] != plain["losses"] or runs_m[0]["losses"] != zplain or \
+                len(runs_m) != (2 if (row, stage) in (("r", 2), ("q", 1)) else 1):
+            print(f"{tag}: losses {bf['losses']} (not recomputed {plain['losses']}), zerosim's {runs_m[0]['losses']}"
+                  f" (not recomputed {zplain}), {len(runs_m)} measured runs")
+            bad += 1
+        print(f"figures, {tag}: between {bf['between']}, peak {bf['peak']} ({bf['peak_phase']}), {nmarks} marks;"
+              f" losses bitwise the plain bf16 run's (PyTorch's and zerosim's), measured at N ="
+              f" {','.join(str(x['world']) for x in runs_m)}")
+# lora_dropout 0.1 (stage 1, no adapter frozen): PEFT's nn.Dropout over
+# the adapted layers' bf16 input, its mask and output bf16; the first
+# loss is the base's (lora_B is zeros), the bf16 LoRA run's, bitwise
+tag = "llama-tiny zero1 bf16 LoRA, lora_dropout 0.1"
+bf, ref = runs[("llama-tiny", "bf16-lora-drop", 1, 1)], runs[("llama-tiny", "bf16-lora", 1, 1)]
+nb, nmarks, runs_m, trows = held(tag, bf, "d", 1)
+bad += nb
+zl = json.load(open(f"{tmp}/mbl-1.json"))["runs"][0]["losses"]
+if bf["params"] != n_l * ad or len(bf["losses"]) != 3 or bf["losses"][0] != ref["losses"][0] or \
+        runs_m[0]["losses"][0] != zl[0] or runs_m[0]["losses"] == zl:
+    print(f"{tag}: flat buffer {bf['params']} (not {n_l * ad}), losses {bf['losses']} (the first not"
+          f" {ref['losses'][0]}?), zerosim's {runs_m[0]['losses']} (the first not {zl[0]}, or all equal?)")
+    bad += 1
+print(f"figures, {tag}: between {bf['between']}, peak {bf['peak']} ({bf['peak_phase']}), {nmarks} marks;"
+      f" losses {' '.join('%.5f' % x for x in bf['losses'])}; zerosim's"
+      f" {' '.join('%.5f' % x for x in runs_m[0]['losses'])}")
 sys.exit(bad != 0)
 EOF
 echo "ok: fp32: zerosim's --wrapper deepspeed = PyTorch 1.13's allocator to the byte at N = 1 and 2 (between, peak," \
 	"every mark, every rank; llama-tiny also under LoRA with block 0's adapters frozen);" \
+	"bf16 with --freeze embeddings (gpt2-tiny), LoRA with block 0's adapters frozen and LoRA with dropout" \
+	"(llama-tiny), --grad-accum 2 (gpt2-tiny), --recompute full (both): theory = PyTorch's allocator at N = 1," \
+	"measure = theory;" \
 	"bf16 (--precision mixed): zerosim's theory = PyTorch 1.13's allocator to the byte at N = 1 (between, peak, every mark)," \
 	"measure = theory at N = 1 and 2, zerosim's and PyTorch's losses within 2e-3 of their fp32 runs'"
 exit 0

@@ -2411,10 +2411,17 @@ static int viewed_param16(const struct ag_exec *x, uint32_t t, float *out)
 	const struct ag_step *s = x->s;
 	uint32_t v = param_view(s, t);
 	const uint16_t *d = v != AG_NONE ? ag_exec_data(x, s->tensor[v].storage) : NULL;
-	if (d == NULL || s->tensor[s->tensor[v].storage].dtype != AG_BF16)
-		return 0;
+	uint64_t at = v != AG_NONE ? s->tensor[v].offset : 0;
+	if (d == NULL || s->tensor[s->tensor[v].storage].dtype != AG_BF16) {
+		/* a frozen parameter (no place in the flat buffer): its own
+		 * bf16 storage, live to the end */
+		d = ag_exec_data(x, t);
+		at = 0;
+		if (d == NULL || s->tensor[t].storage != t)
+			return 0;
+	}
 	for (uint64_t e = 0; e < s->tensor[t].bytes / 2; e++) {
-		uint32_t u = (uint32_t)d[s->tensor[v].offset + e] << 16;
+		uint32_t u = (uint32_t)d[at + e] << 16;
 		memcpy(&out[e], &u, 4);
 	}
 	return 1;
@@ -2457,7 +2464,8 @@ static int final_weights(const struct tfm_feed *f, const struct ag_exec *x, unsi
 				t++;
 			if (t < s->ntensors && ag_exec_data(x, t) == NULL && quantized(s, (int32_t)i, part))
 				continue; /* --quant-base: a 4-bit base weight (frozen; its fp32 form is gone) */
-			const float *d = t < s->ntensors ? ag_exec_data(x, t) : NULL;
+			/* (a bf16 storage is read by viewed_param16, widened) */
+			const float *d = t < s->ntensors && s->tensor[t].dtype != AG_BF16 ? ag_exec_data(x, t) : NULL;
 			if (d == NULL && t < s->ntensors && nranks < 2)
 				d = viewed_param(x, t);
 			if (d == NULL && t < s->ntensors && nranks < 2 && s->tensor[t].dtype == AG_BF16) {

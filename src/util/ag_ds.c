@@ -403,7 +403,9 @@ static int grad_ready(struct ag_ds_walk *wk, const struct ag_event *e, size_t *k
 	uint32_t nt = wk->pend[*k], ns = p->s->tensor[nt].storage;
 	wk->pend[*k] = NO;
 	if (wk->cloned[*k]) {
-		uint32_t c = agp_storage(p, "grad (clone_obey_contract)", AG_F32, wk->numel[*k], 0, ZS_CAT_GRAD32);
+		/* (the gradient's dtype: bf16 under DeepSpeed's bf16) */
+		uint32_t c = agp_storage(p, "grad (clone_obey_contract)", p->s->tensor[nt].dtype, wk->numel[*k], 0,
+		                         ZS_CAT_GRAD32);
 		p->s->tensor[c].role = AG_ROLE_GRAD;
 		agp_alloc(p, c, e->phase);
 		agp_op(p, e->phase, AG_OP_COPY, nt, agp_view_shaped(p, c, nt, 0));

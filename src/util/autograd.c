@@ -3385,7 +3385,9 @@ struct lora_st {
 	struct lin_saved sa, sb;
 	T wk;                   /* MulBackward0's saved `other`: the wrapped number scaling (NO: none) */
 	T drop;                 /* the dropout's noise its MulBackward0 keeps (NO: p = 0, or x requires no grad) */
-	int xcast;              /* autocast: x was 16-bit, PEFT's x.to(float32) made a copy (ToCopyBackward) */
+	int xcast;              /* x's dtype was not lora_A's (autocast: x 16-bit, the adapters fp32): PEFT's
+	                         * x.to(lora_A.weight.dtype) made a copy (ToCopyBackward back to xdt) */
+	enum ag_dtype xdt;      /* x's own dtype */
 	int bnb;                /* over a 4-bit base: lora.bnb.Linear4bit's forward (q4_linear) */
 	int ocast;              /* bnb under autocast: output.to(result's fp32) made a copy (ToCopyBackward) */
 };
@@ -3419,11 +3421,14 @@ static T lora_fwd(struct bld *b, T x, T y, int32_t k)
 	/* PEFT's `x = self._cast_input_dtype(x, lora_A.weight.dtype)`: under
 	 * autocast a 16-bit x (o_proj's, down_proj's input) is copied to
 	 * lora_A's fp32, the local `x` holding it until forward returns;
-	 * lora_A's linear then casts it back (autocast) */
+	 * lora_A's linear then casts it back (autocast). Under DeepSpeed's
+	 * bf16 (ag_options.mdt) module.bfloat16() made lora_A bf16 as x is:
+	 * no copy (_cast_input_dtype returns x where the dtypes agree) */
 	T x0 = x;
-	st->xcast = b->s->tensor[x].dtype != AG_F32;
+	st->xdt = b->s->tensor[x].dtype;
+	st->xcast = st->xdt != b->s->tensor[b->M->pt[st->a].w].dtype;
 	if (st->xcast)
-		x = to_dtype(b, x, AG_F32, "_to_copy (PEFT's _cast_input_dtype)");
+		x = to_dtype(b, x, b->s->tensor[b->M->pt[st->a].w].dtype, "_to_copy (PEFT's _cast_input_dtype)");
 	if (b->o->lora_dropout > 0) {
 		T xd = dropout(b, x, b->o->lora_dropout, &st->drop);
 		lora_unit_mark(b, k, 'A', "fwd");
@@ -3472,7 +3477,7 @@ static void lora_over_4bit(struct bld *b, int32_t k)
  * x's 16-bit type, a new tensor) where it made a copy. */
 static T lora_x_back(struct bld *b, const struct lora_st *st, T dx)
 {
-	return st->xcast ? ac_grad_back_to(b, dx, b->o->amp) : dx;
+	return st->xcast ? ac_grad_back_to(b, dx, st->xdt) : dx;
 }
 
 /* The adapter's branch of the sum's backward, from g (one holder of it
@@ -3558,7 +3563,12 @@ static size_t lora_param(struct bld *b, struct model *M, int32_t module, uint64_
 	q->param = q->part = q->lora = q->q4 = -1;
 	q->g = q->m = q->v = q->step = q->w16 = NO;
 	b->module = module;
-	q->w = mk(b, "parameter", AG_F32, 2, SH(rows, cols), AG_ROLE_PARAM, ZS_CAT_PARAM32, -1);
+	/* the model's dtype: fp32, or bf16 under DeepSpeed's bf16 (mdt), whose
+	 * module.bfloat16() (engine.py 1228-1231 at 38327e0) runs after
+	 * get_peft_model and casts the adapters with every other parameter
+	 * (PEFT's autocast_adapter_dtype had left fp32 adapters fp32: a
+	 * no-op over an fp32 model; docs/finetune.md, "DeepSpeed's bf16") */
+	q->w = mk(b, "parameter", b->o->mdt, 2, SH(rows, cols), AG_ROLE_PARAM, ZS_CAT_PARAM32, -1);
 	b->rg[q->w] = 1;
 	b->module = -1;
 	return M->npt++;
@@ -7127,11 +7137,6 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (o->mdt != AG_F32 && fam > 1)
 		return refuse(cause, "--model %s: DeepSpeed's bf16 (--precision mixed) over the PyTorch step of a %s is not "
 		              "described yet (gpt2 and llama are)", m->name, m->model_type);
-	/* here, not in util/config.c: --recompute full reaches the step's
-	 * options after the config's checks (zs_torch_recompute_set) */
-	if (o->mdt != AG_F32 && o->recompute)
-		return refuse(cause, "--recompute full with DeepSpeed's bf16 (--precision mixed) over the PyTorch step: not "
-		              "described yet (give --recompute none)");
 	/* mixtral's block (moe_fwd): as checked against 1.13's allocator
 	 * (tests/moe_hf_torch.sh), its routing the step's own; the rest by name */
 	if (m->experts > 0 && moe_refuse(m, o, cause) < 0)

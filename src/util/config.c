@@ -1028,17 +1028,14 @@ static int check_ds_wrapper(const struct zs_config *c, char **cause)
 	/* --precision mixed: DeepSpeed's bf16 ({"bf16": {"enabled": true}}),
 	 * module.bfloat16() (engine.py 1224-1231 at 38327e0) and the ZeRO
 	 * optimizer's fp32 partition (util/ag_ds.c); stages 1 and 2 at N = 1
-	 * (gloo in 1.13 reduces no bf16: nothing measured it at N > 1) */
+	 * (gloo in 1.13 reduces no bf16: nothing measured it at N > 1), with
+	 * --freeze, LoRA, --grad-accum (the accumulation in bf16) and
+	 * --recompute full (docs/schedule.md, "bf16 with frozen parameters and
+	 * LoRA", "bf16 under gradient accumulation", "bf16 under --recompute
+	 * full") */
 	if (c->precision == ZS_MIXED && c->nschemes > 0 && c->schemes[0] == ZS_ZERO3)
 		return zs_fail(cause, "--precision mixed with --wrapper deepspeed --schemes zero3: DeepSpeed's bf16 is built for "
 		               "stages 1 and 2 so far (give --schemes zero1 or zero2, or --precision fp32)");
-	if (c->precision == ZS_MIXED) {
-		const char *what = c->grad_accum > 1 ? "--grad-accum" : c->freeze[0] ? "--freeze" : c->lora_r > 0 ? "--lora-r"
-		                 : c->hf_recompute ? "--recompute full" : NULL;
-		if (what != NULL)
-			return zs_fail(cause, "%s with --wrapper deepspeed --precision mixed: not built yet (DeepSpeed's bf16 takes "
-			               "the plain step alone so far; leave %s out, or give --precision fp32)", what, what);
-	}
 	if (c->precision != ZS_FP32 && c->precision != ZS_MIXED)
 		return zs_fail(cause, "--precision %s with --wrapper deepspeed: DeepSpeed 0.16.5 has no autocast (its bf16 casts "
 		               "the module: give --precision mixed, or fp32)",
