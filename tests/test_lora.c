@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "model_lookup.h"
+#include "util/freeze.h"
 #include "util/lora.h"
 
 /* A shipped model's step description and its adapters for r and targets. */
@@ -337,6 +338,24 @@ static void lora_buffers(unsigned r, const char *targets, double dropout, int mi
 	release(&f);
 }
 
+/* util/freeze.h's one check of a term that freezes nothing (the PyTorch
+ * step's and the paper's with LoRA): the first such term, trimmed, in
+ * the spec's order; none when each term names some parameter. */
+START_TEST(test_the_first_term_that_freezes_nothing_is_named)
+{
+	static const char *const names[] = {"model.layers.0.self_attn.q_proj.lora_A.default.weight",
+	                                    "model.layers.1.self_attn.q_proj.lora_B.default.weight"};
+	char term[ZS_FREEZE_MAX + 1] = "x";
+	ck_assert_int_eq(zs_freeze_unmatched("blocks:0-0, re:lora_B", names, 2, 2, term, sizeof term), 0);
+	ck_assert_str_eq(term, "");
+	ck_assert_int_eq(zs_freeze_unmatched("blocks:0-0, embeddings ,blocks:5-6", names, 2, 2, term, sizeof term), 1);
+	ck_assert_str_eq(term, "embeddings");
+	ck_assert_int_eq(zs_freeze_unmatched("*.lora_A.*,blocks:1-1,all-but-last:1", names, 2, 2, term, sizeof term), 0);
+	ck_assert_int_eq(zs_freeze_unmatched("re:lora_A", names, 0, 2, term, sizeof term), 1);
+	ck_assert_str_eq(term, "re:lora_A");
+}
+END_TEST
+
 START_TEST(test_the_adapters_buffers_are_counted_by_hand)
 {
 	lora_buffers(4, NULL, 0, 0, ZS_RECOMPUTE_NONE, 512, 128, 0);
@@ -361,6 +380,7 @@ static Suite *lora_suite(void)
 	tcase_add_test(tc, test_adapter_shapes_are_a_r_in_and_b_out_r);
 	tcase_add_test(tc, test_a_frozen_linear_keeps_its_input_only_for_its_adapter);
 	tcase_add_test(tc, test_the_adapters_buffers_are_counted_by_hand);
+	tcase_add_test(tc, test_the_first_term_that_freezes_nothing_is_named);
 	suite_add_tcase(s, tc);
 	return s;
 }
