@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include "model_lookup.h"
+#include "util/autograd.h"
+#include "util/config.h"
 #include "util/freeze.h"
 #include "util/lora.h"
 
@@ -338,6 +340,63 @@ static void lora_buffers(unsigned r, const char *targets, double dropout, int mi
 	release(&f);
 }
 
+/* Under FSDP (o->fsdp_unit_marks) the step marks each adapter that is a
+ * unit of its own, PEFT's policy's: a trained one. A frozen one is
+ * flattened into its block's unit (util/ag_fsdp.c make_units), so no
+ * mark names it and the pass sees only marks of units it made. Counts
+ * the marks of gpt2-tiny's c_attn adapters (two, r 4) under freeze, by
+ * lora_A (ab[0]) and lora_B (ab[1]). */
+static void unit_marks(const char *freeze, size_t ab[2])
+{
+	struct zs_model m = shipped("report/models/gpt2-tiny.json");
+	struct zs_config c;
+	zs_config_defaults(&c);
+	c.framework = ZS_FW_TORCH;
+	c.wrapper = ZS_WRAPPER_FSDP;
+	c.precision = ZS_FP32;
+	c.torch_device = ZS_DEVICE_CPU;
+	c.attn = ZS_ATTN_EAGER;
+	c.lora_r = 4;
+	snprintf(c.freeze, sizeof c.freeze, "%s", freeze);
+	struct ag_options o;
+	ag_options_from_config(&o, &c, 2, 16);
+	o.fsdp_unit_marks = 1;
+	struct step_params p;
+	struct ag_step s;
+	char *cause = NULL;
+	step_params_build(&p, &m);
+	ck_assert_msg(ag_step_build(&s, &m, &p, &o, &cause) == 0, "%s", cause);
+	ab[0] = ab[1] = 0;
+	const struct ag_event *list[3] = {s.first_step, s.event, s.step1};
+	size_t n[3] = {s.nfirst, s.nevents, s.nstep1};
+	for (int l = 0; l < 3; l++)
+		for (size_t i = 0; i < n[l]; i++) {
+			const char *x = list[l][i].label;
+			int k;
+			char which;
+			if (list[l][i].kind == AG_EV_MARK && x != NULL && sscanf(x, "unit:lora.%d.%c:", &k, &which) == 2)
+				ab[which == 'B']++;
+		}
+	ag_step_free(&s);
+	step_params_free(&p);
+}
+
+START_TEST(test_fsdp_marks_no_frozen_adapter)
+{
+	size_t ab[2];
+	unit_marks("", ab);
+	ck_assert(ab[0] > 0 && ab[0] == ab[1]);
+	unit_marks("re:lora_A", ab);
+	ck_assert_uint_eq(ab[0], 0);
+	ck_assert_uint_gt(ab[1], 0);
+	unit_marks("transformer.h.1.*", ab);
+	ck_assert(ab[0] > 0 && ab[0] == ab[1]);
+	size_t half = ab[0];
+	unit_marks("", ab);
+	ck_assert_uint_eq(2 * half, ab[0]);
+}
+END_TEST
+
 /* util/freeze.h's one check of a term that freezes nothing (the PyTorch
  * step's and the paper's with LoRA): the first such term, trimmed, in
  * the spec's order; none when each term names some parameter. */
@@ -381,6 +440,7 @@ static Suite *lora_suite(void)
 	tcase_add_test(tc, test_a_frozen_linear_keeps_its_input_only_for_its_adapter);
 	tcase_add_test(tc, test_the_adapters_buffers_are_counted_by_hand);
 	tcase_add_test(tc, test_the_first_term_that_freezes_nothing_is_named);
+	tcase_add_test(tc, test_fsdp_marks_no_frozen_adapter);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -3382,10 +3382,13 @@ struct lora_st {
  * forward or backward (util/ag_fsdp.c places its unshard and reshard
  * there). In backward the end is after the gradient of the adapter's
  * input has arrived (its view's node runs before the weight's chain: the
- * higher sequence number) and before the next node's pre-hook. */
+ * higher sequence number) and before the next node's pre-hook. A frozen
+ * adapter is no unit of its own (PEFT's policy asks requires_grad when
+ * FSDP wraps: util/ag_fsdp.c make_units), so it has no marks. */
 static void lora_unit_mark(struct bld *b, int32_t k, char which, const char *where)
 {
-	if (b->o->fsdp_unit_marks)
+	const struct lora_st *st = &b->M->lora[k];
+	if (b->o->fsdp_unit_marks && !b->M->pt[which == 'A' ? st->a : st->b].frozen)
 		mark(b, "unit:lora.%d.%c:%s", (int)k, which, where);
 }
 
