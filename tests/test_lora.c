@@ -348,7 +348,10 @@ static void lora_buffers(unsigned r, const char *targets, double dropout, int mi
  * lora_A (ab[0]) and lora_B (ab[1]). */
 static void unit_marks(const char *freeze, size_t ab[2])
 {
-	struct zs_model m = shipped("report/models/gpt2-tiny.json");
+	char path[512];
+	const char *src = getenv("srcdir"); /* a VPATH build's (distcheck), as adapt's */
+	snprintf(path, sizeof path, "%s/report/models/gpt2-tiny.json", src != NULL ? src : ".");
+	struct zs_model m = shipped(path);
 	struct zs_config c;
 	zs_config_defaults(&c);
 	c.framework = ZS_FW_TORCH;
