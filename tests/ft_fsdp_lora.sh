@@ -36,8 +36,8 @@
 #     tests/ft_torch.py --fsdp --case (ft_lib.sh's ft_losses): each
 #     step's loss (the mean over the ranks) within 1e-5 relative; and the
 #     same case trained with block 0's adapters frozen against zerosim's
-#     frozen run (a case has no --freeze key: the same start checked by
-#     the first loss, bit for bit);
+#     frozen run (the unfrozen run's case, given --freeze: the same start
+#     checked by the first loss, bit for bit);
 #   - --freeze embeddings on llama (the root's unit would mix the frozen
 #     table and the trainable norm and head): zerosim refuses it (one line,
 #     exit 2, nothing written), and so does PyTorch ("`FlatParameter`

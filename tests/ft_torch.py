@@ -582,7 +582,7 @@ def fsdp_wrap_peft(a, model):
 
 
 def load_case(path, family, cfg):
-    """A transformer's zerosim-case/2 (measure --write-case): its weights,
+    """A transformer's zerosim-case/2 or /3 (measure --write-case): its weights,
     from the side file in docs/formats.md's flat order, by hf_torch's
     parameter names (GPT-2's Conv1D weights transposed: the file holds
     (out, in)); its micro-batches' input ids, [step·K + k][rank] rows of
@@ -656,8 +656,12 @@ def load_case(path, family, cfg):
             raise ValueError(f"{path}: lora has no dropout (an older zerosim's case: write it again)")
         lora = dict(r=lora["r"], alpha=lora["alpha"], dropout=lora["dropout"], targets=lora["targets"],
                     values=torch.from_numpy(v))
+    # zerosim-case/3's freeze: the run's --freeze (a /2 case has none)
+    if case["format"] not in ("zerosim-case/2", "zerosim-case/3"):
+        raise ValueError(f"{path}: format {case['format']}, not a transformer's zerosim-case/2 or /3")
     return dict(weights=weights, ids=ids, K=case.get("grad_accum", 1), steps=case["steps"], lr=case["lr"],
-                betas=(case["beta1"], case["beta2"]), eps=case["eps"], batch=case["batch"], seq=T, lora=lora)
+                betas=(case["beta1"], case["beta2"]), eps=case["eps"], batch=case["batch"], seq=T, lora=lora,
+                freeze=case.get("freeze"))
 
 
 def run(a, rank=0, world=1):
@@ -734,6 +738,8 @@ def run(a, rank=0, world=1):
             # PEFT's _mark_only_adapters_as_trainable (bias="none"): all but lora_ frozen
             for n, p in model.named_parameters():
                 p.requires_grad_("lora_" in n)
+        if case and case["freeze"] is not None and case["freeze"] != a.freeze:
+            raise ValueError(f"--case {a.case}: freeze {case['freeze']}: give the same --freeze")
         if case and (case["lora"] is not None) != bool(a.lora_r):
             raise ValueError(f"--case {a.case}: {'its LoRA' if case['lora'] else 'no LoRA'}: give the same options")
         if case and case["lora"]:

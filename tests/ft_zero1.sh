@@ -82,7 +82,8 @@ for phase in add check; do
 	# run started them) trained by tests/ft_torch.py --case --zero1: each
 	# step's loss (the mean over the micro-steps and the ranks, as measure
 	# reports it) within 1e-5 relative, and PyTorch's ranks ending with the
-	# same trained parameters. (--write-case takes no --freeze yet.)
+	# same trained parameters. (No frozen row yet: --write-case keeps
+	# --freeze since zerosim-case/3.)
 	if [ "$mode" != torch26 ]; then
 		for c in "llama zeros on --lora-r 4" "gpt2 none off" "llama none on --lora-r 4 --recompute full"; do
 			# shellcheck disable=SC2086

@@ -28,6 +28,8 @@
 #    not; recompute none, selective, full, whose rerun forward keeps no
 #    frozen linear's input either), and the weights and losses alike
 #    under the three recompute modes.
+# 6. The case file keeps --freeze (zerosim-case/3): a frozen run through
+#    --write-case and --case is the same run, and the report takes it.
 # About 20 s on a shared core (6 s of CPU).
 #
 # Exit 0 pass, 1 mismatch, 99 hard error.
@@ -192,7 +194,59 @@ refused "some parts of the fused tensor" --model "$llama" --freeze re:q_proj --w
 refused "freezes none of" --model "$llama" --freeze re:nothing --world 2
 refused "freezes every one of" --model "$llama" --freeze 're:.' --world 2
 refused "torch --wrapper auto trains every parameter), and under --framework paper or deepspeed with --model" --model "$llama" --framework torch --freeze embeddings --world 2
-refused "no key for frozen parameters" --model "$llama" --freeze embeddings --write-case "$tmp/c.json"
 # The report takes a frozen paper run (part 1's last theory file).
 fz_report_taken paper
+
+# 6. The case keeps --freeze (zerosim-case/3's "freeze"): a frozen run
+#    written as a case and trained again from it, with no --freeze given,
+#    is the same run (its losses and final weights bit for bit, its
+#    config.freeze), and the report takes it beside the frozen theory; the
+#    control: the same case less its freeze trains other weights. A
+#    --freeze that disagrees with the case's, and "freeze" in a /2 file,
+#    are refused by name.
+fc="--seq 16 --batch 2 --steps 3 --world 2 --schemes zero1 --precision fp32"
+# shellcheck disable=SC2086
+"$zerosim" measure -q --model "$llama" $fc --freeze embeddings --write-case "$tmp/fc.json" --out "$tmp/fa.json" &&
+	"$zerosim" measure -q --case "$tmp/fc.json" --schemes zero1 --out "$tmp/fb.json" &&
+	sed 's|"zerosim-case/3"|"zerosim-case/2"|; /"freeze":/d' "$tmp/fc.json" >"$tmp/fu.json" &&
+	"$zerosim" measure -q --case "$tmp/fu.json" --schemes zero1 --out "$tmp/fu.out.json" &&
+	"$zerosim" theory --model "$llama" $fc --freeze embeddings --out "$tmp/ft.json" || exit 99
+if python3 - "$tmp" <<'PY'
+import json, sys
+d = sys.argv[1]
+case = json.load(open(d + "/fc.json"))
+a, b, u = (json.load(open(f"{d}/{x}.json")) for x in ("fa", "fb", "fu.out"))
+ra, rb, ru = a["runs"][0], b["runs"][0], u["runs"][0]
+bad = []
+if (case["format"], case.get("freeze")) != ("zerosim-case/3", "embeddings"):
+    bad.append(f"the case is {case['format']} with freeze {case.get('freeze')!r}")
+if b["config"].get("freeze") != "embeddings":
+    bad.append(f"--case's config.freeze {b['config'].get('freeze')!r}")
+if (ra["losses"], ra["weights_digest"]) != (rb["losses"], rb["weights_digest"]):
+    bad.append(f"--case trained {rb['losses']} {rb['weights_digest']}, the run {ra['losses']} {ra['weights_digest']}")
+if ru["weights_digest"] == ra["weights_digest"]:
+    bad.append("the case less its freeze trained the same weights (the control)")
+if bad:
+    sys.exit("; ".join(bad))
+PY
+then
+	echo "ok: --freeze embeddings through --write-case (zerosim-case/3) and --case: the same losses and weights"
+else
+	echo "$name: FAIL: the frozen run's case" >&2
+	status=1
+fi
+ZEROSIM_DATADIR=${ZEROSIM_DATADIR:-${srcdir:-.}} "$zerosim" report --no-render --measured "$tmp/mm.json" \
+	--theory "$tmp/mt.json" --transformer "$tmp/ft.json" --transformer "$tmp/fb.json" --out "$tmp/frep" \
+	>/dev/null 2>"$tmp/err"
+rc=$?
+if [ "$rc" -eq 0 ] && grep -q 'paragraph{A frozen run.}' "$tmp/frep/transformer.tex"; then
+	echo "ok: report took the frozen run trained from its case"
+else
+	echo "$name: FAIL: report on the frozen run trained from its case (exit $rc): $(cat "$tmp/err")" >&2
+	status=1
+fi
+refused "--freeze blocks:0-0 disagrees with the case file's freeze embeddings" --case "$tmp/fc.json" \
+	--freeze blocks:0-0 --schemes zero1
+sed 's|"zerosim-case/3"|"zerosim-case/2"|' "$tmp/fc.json" >"$tmp/f2.json"
+refused 'unknown key "freeze" in a zerosim-case/2 file' --case "$tmp/f2.json" --schemes zero1
 exit $status

@@ -258,7 +258,7 @@ refuse() {
 refuse "give --unit layer" --precision fp32 --unit model
 refuse "zero3 at N = 2" --precision fp32 --schemes zero3 --world 2 --unit layer
 refuse "precision amp-bf16 is not run with adapters" --precision amp-bf16 --unit layer
-refuse "names no adapter" --precision fp32 --freeze embeddings --unit layer
+refuse "under --framework paper: its term 'embeddings' matches no adapter" --precision fp32 --freeze embeddings --unit layer
 refuse "freezes every one of llama-tiny's 8 adapter tensors" --precision fp32 --freeze blocks:0-1 --unit layer
 refuse "trainable adapters are not one run" --precision fp32 --lora-targets all-linear --freeze '*.v_proj.lora_*' \
 	--unit layer

@@ -14,6 +14,9 @@
 #include <string.h>
 
 #include "model_lookup.h"
+#include "util/autograd.h"
+#include "util/config.h"
+#include "util/freeze.h"
 #include "util/lora.h"
 
 /* A shipped model's step description and its adapters for r and targets. */
@@ -337,6 +340,84 @@ static void lora_buffers(unsigned r, const char *targets, double dropout, int mi
 	release(&f);
 }
 
+/* Under FSDP (o->fsdp_unit_marks) the step marks each adapter that is a
+ * unit of its own, PEFT's policy's: a trained one. A frozen one is
+ * flattened into its block's unit (util/ag_fsdp.c make_units), so no
+ * mark names it and the pass sees only marks of units it made. Counts
+ * the marks of gpt2-tiny's c_attn adapters (two, r 4) under freeze, by
+ * lora_A (ab[0]) and lora_B (ab[1]). */
+static void unit_marks(const char *freeze, size_t ab[2])
+{
+	char path[512];
+	const char *src = getenv("srcdir"); /* a VPATH build's (distcheck), as adapt's */
+	snprintf(path, sizeof path, "%s/report/models/gpt2-tiny.json", src != NULL ? src : ".");
+	struct zs_model m = shipped(path);
+	struct zs_config c;
+	zs_config_defaults(&c);
+	c.framework = ZS_FW_TORCH;
+	c.wrapper = ZS_WRAPPER_FSDP;
+	c.precision = ZS_FP32;
+	c.torch_device = ZS_DEVICE_CPU;
+	c.attn = ZS_ATTN_EAGER;
+	c.lora_r = 4;
+	snprintf(c.freeze, sizeof c.freeze, "%s", freeze);
+	struct ag_options o;
+	ag_options_from_config(&o, &c, 2, 16);
+	o.fsdp_unit_marks = 1;
+	struct step_params p;
+	struct ag_step s;
+	char *cause = NULL;
+	step_params_build(&p, &m);
+	ck_assert_msg(ag_step_build(&s, &m, &p, &o, &cause) == 0, "%s", cause);
+	ab[0] = ab[1] = 0;
+	const struct ag_event *list[3] = {s.first_step, s.event, s.step1};
+	size_t n[3] = {s.nfirst, s.nevents, s.nstep1};
+	for (int l = 0; l < 3; l++)
+		for (size_t i = 0; i < n[l]; i++) {
+			const char *x = list[l][i].label;
+			int k;
+			char which;
+			if (list[l][i].kind == AG_EV_MARK && x != NULL && sscanf(x, "unit:lora.%d.%c:", &k, &which) == 2)
+				ab[which == 'B']++;
+		}
+	ag_step_free(&s);
+	step_params_free(&p);
+}
+
+START_TEST(test_fsdp_marks_no_frozen_adapter)
+{
+	size_t ab[2];
+	unit_marks("", ab);
+	ck_assert(ab[0] > 0 && ab[0] == ab[1]);
+	unit_marks("re:lora_A", ab);
+	ck_assert_uint_eq(ab[0], 0);
+	ck_assert_uint_gt(ab[1], 0);
+	unit_marks("transformer.h.1.*", ab);
+	ck_assert(ab[0] > 0 && ab[0] == ab[1]);
+	size_t half = ab[0];
+	unit_marks("", ab);
+	ck_assert_uint_eq(2 * half, ab[0]);
+}
+END_TEST
+
+/* util/freeze.h's one check of a term that freezes nothing (the PyTorch
+ * step's and the paper's with LoRA): the first such term, trimmed, in
+ * the spec's order; none when each term names some parameter. */
+START_TEST(test_the_first_term_that_freezes_nothing_is_named)
+{
+	static const char *const names[] = {"model.layers.0.self_attn.q_proj.lora_A.default.weight",
+	                                    "model.layers.1.self_attn.q_proj.lora_B.default.weight"};
+	char term[ZS_FREEZE_MAX + 1] = "x";
+	ck_assert_int_eq(zs_freeze_unmatched("blocks:0-0, re:lora_B", names, 2, 2, term, sizeof term), 0);
+	ck_assert_str_eq(term, "");
+	ck_assert_int_eq(zs_freeze_unmatched("blocks:0-0, embeddings ,blocks:5-6", names, 2, 2, term, sizeof term), 1);
+	ck_assert_str_eq(term, "embeddings");
+	ck_assert_int_eq(zs_freeze_unmatched("*.lora_A.*,blocks:1-1,all-but-last:1", names, 2, 2, term, sizeof term), 0);
+	ck_assert_int_eq(zs_freeze_unmatched("re:lora_A", names, 0, 2, term, sizeof term), 1);
+	ck_assert_str_eq(term, "re:lora_A");
+}
+END_TEST
+
 START_TEST(test_the_adapters_buffers_are_counted_by_hand)
 {
 	lora_buffers(4, NULL, 0, 0, ZS_RECOMPUTE_NONE, 512, 128, 0);
@@ -361,6 +442,8 @@ static Suite *lora_suite(void)
 	tcase_add_test(tc, test_adapter_shapes_are_a_r_in_and_b_out_r);
 	tcase_add_test(tc, test_a_frozen_linear_keeps_its_input_only_for_its_adapter);
 	tcase_add_test(tc, test_the_adapters_buffers_are_counted_by_hand);
+	tcase_add_test(tc, test_the_first_term_that_freezes_nothing_is_named);
+	tcase_add_test(tc, test_fsdp_marks_no_frozen_adapter);
 	suite_add_tcase(s, tc);
 	return s;
 }

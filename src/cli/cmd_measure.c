@@ -109,8 +109,9 @@ static void usage(FILE *f)
 	      "                         none)\n"
 	      "      --case FILE        initial weights and every batch from a\n"
 	      "                         zerosim-case file (fixes layers, world, batch, steps;\n"
-	      "                         a zerosim-case/2 file also the training options, or\n"
-	      "                         a transformer: its model, seq, recompute and tokens)\n"
+	      "                         a zerosim-case/2 file also the training options, /3\n"
+	      "                         also --freeze, or a transformer: its model, seq,\n"
+	      "                         recompute and tokens)\n"
 	      "\n"
 	      "Output:\n"
 	      "  -o, --out FILE         write the JSON to FILE (default: standard output)\n"
@@ -129,10 +130,11 @@ static void usage(FILE *f)
 	      "                         none; default 33554432, PyTorch 2.6 on H100/H200;\n"
 	      "                         8519680 on other GPUs)\n"
 	      "      --dump-weights FILE  write the final fp32 weights (zerosim-weights/1)\n"
-	      "      --write-case FILE  write the run's case (zerosim-case/2: initial weights,\n"
-	      "                         every batch, the training options; one --world), for\n"
-	      "                         --case or another framework; a transformer's weights\n"
-	      "                         go to FILE's name with .f32 for .json beside it\n"
+	      "      --write-case FILE  write the run's case (zerosim-case/2, /3 with --freeze:\n"
+	      "                         initial weights, every batch, the training options;\n"
+	      "                         one --world), for --case or another framework; a\n"
+	      "                         transformer's weights go to FILE's name with .f32\n"
+	      "                         for .json beside it\n"
 	      "                         (--lora-r: the adapters to .lora.f32's)\n"
 	      "  -q, --quiet            no progress line on standard error\n"
 	      "\n"
@@ -209,7 +211,8 @@ static void setting_text(const struct zs_config *c, enum zs_key k, char *buf, si
 
 /* What the case file fixes: the model (an MLP's layers, or a
  * transformer's config, seq and recompute), one world size, the batch and
- * the steps, and (zerosim-case/2) the training settings it gives. An
+ * the steps, and (zerosim-case/2) the training settings it gives
+ * ((/3) its --freeze too). An
  * option that says otherwise, on the command line or in --spec, is
  * refused. */
 static int apply_case(struct zs_config *c, const struct zs_case *cs, const char *seq, const char *recompute,
@@ -278,6 +281,14 @@ static int apply_case(struct zs_config *c, const struct zs_case *cs, const char 
 		c->beta2 = t->beta2;
 	if (t->given & ZS_KEY_BIT(ZS_KEY_EPS))
 		c->eps = t->eps;
+	/* zerosim-case/3's freeze: the run's --freeze (a case without one:
+	 * the command line's, as any setting the case does not give) */
+	if (t->given & ZS_KEY_BIT(ZS_KEY_FREEZE)) {
+		if ((given & ZS_KEY_BIT(ZS_KEY_FREEZE)) && strcmp(c->freeze, t->freeze) != 0)
+			return zs_fail(cause, "--freeze %s disagrees with the case file's freeze %s", c->freeze, t->freeze);
+		snprintf(c->freeze, sizeof c->freeze, "%s", t->freeze);
+		c->given |= ZS_KEY_BIT(ZS_KEY_FREEZE);
+	}
 	return 0;
 }
 
@@ -562,13 +573,6 @@ int zs_cmd_measure(int argc, char **argv)
 		zs_fail(&cause, "--model and --case exclude each other: the case file gives the model");
 		goto fail;
 	}
-	/* A frozen run trains other weights than its case would say: not a
-	 * key of zerosim-case yet (docs/finetune.md), so refused either way. */
-	if (c.freeze[0] && (case_path != NULL || write_case != NULL)) {
-		zs_fail(&cause, "--freeze with %s: the case file has no key for frozen parameters yet",
-		        case_path != NULL ? "--case" : "--write-case");
-		goto fail;
-	}
 	/* QLoRA: a case has no key for the 4-bit base, and neither reader
 	 * would run one (measure --case does not read LoRA's adapters back;
 	 * tests/ft_torch.py has no bitsandbytes): refused, not written
@@ -636,7 +640,7 @@ int zs_cmd_measure(int argc, char **argv)
 		        "--framework torch)", case_path != NULL ? "--case" : "--write-case");
 		goto fail;
 	}
-	if ((c.freeze[0] || lora_paper) && (c.framework == ZS_FW_PAPER || c.framework == ZS_FW_DEEPSPEED) && mpi) { /* (a case file: refused above) */
+	if ((c.freeze[0] || lora_paper) && (c.framework == ZS_FW_PAPER || c.framework == ZS_FW_DEEPSPEED) && mpi) {
 		cause = zs_asprintf("--%s under --framework %s: in one process so far (not with --backend mpi)",
 		                    lora_paper ? "lora-r" : "freeze", zs_framework_name(c.framework));
 		goto fail;

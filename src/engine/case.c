@@ -1,10 +1,11 @@
 /*
- * case — reading and writing a zerosim-case/2 or /1 file (docs/formats.md):
+ * case — reading and writing a zerosim-case/3, /2 or /1 file (docs/formats.md):
  * the model (an MLP's widths, or a transformer's config with its sequence
  * length and recompute mode), the initial weights (in the file, or a
  * transformer's in a raw float32 side file beside it) and every rank's
- * batch at every step, and (/2) the training settings, so that the same
- * run can be fed to another framework and compared. Every key is checked,
+ * batch at every step, and (/2) the training settings ((/3) with its
+ * --freeze), so that the same run can be fed to another framework and
+ * compared. Every key is checked,
  * and a key the version does not have is an error naming it (a user
  * writes this file); a wrong shape names the place it was found.
  */
@@ -140,7 +141,13 @@ static int keys(const cJSON *root, int version, struct zs_case *cs, char **cause
 				return zs_fail(cause, "the case gives the key \"%.40s\" twice", it->string);
 		if (LISTED(it->string, keys_v1))
 			continue;
-		if (version >= 2 && LISTED(it->string, training_v2)) {
+		/* zerosim-case/3's freeze: the run's --freeze, the parameters
+		 * the case trains without (a /2 case trains them all) */
+		int freeze = strcmp(it->string, "freeze") == 0;
+		if (freeze && version < 3)
+			return zs_fail(cause, "unknown key \"freeze\" in a zerosim-case/%d file (frozen parameters are "
+			               "zerosim-case/3's)", version);
+		if ((version >= 2 && LISTED(it->string, training_v2)) || freeze) {
 			char *why = NULL;
 			if (zs_config_set_json(&cs->train, it->string, it, &why) != 0) {
 				int r = zs_fail(cause, "the case's %s", why);
@@ -174,6 +181,8 @@ static int keys(const cJSON *root, int version, struct zs_case *cs, char **cause
 	if (mlp && tfm)
 		return zs_fail(cause, "the case mixes an MLP's \"layers\" and \"batches\" with a transformer's "
 		               "\"model\", \"seq\", \"recompute\", \"tokens\" and \"grad_accum\"");
+	if (mlp && cJSON_HasObjectItem(root, "freeze"))
+		return zs_fail(cause, "\"freeze\" in an MLP's case (--freeze names a transformer's parameters)");
 	return 0;
 }
 
@@ -493,12 +502,13 @@ static int load_tfm(const cJSON *root, const char *path, struct zs_case *cs, cha
 int engine_case_load(const char *path, struct zs_case **out, char **cause)
 {
 	cJSON *root;
-	if (zs_json_load(path, "zerosim-case/2 or zerosim-case/1", &root, cause) != 0)
+	if (zs_json_load(path, "zerosim-case/3 or zerosim-case/2 or zerosim-case/1", &root, cause) != 0)
 		return -1;
 	struct zs_case *cs = zs_calloc(1, sizeof *cs);
 	zs_config_defaults(&cs->train);
 	cs->train.given = 0;
-	int version = strcmp(cJSON_GetObjectItemCaseSensitive(root, "format")->valuestring, "zerosim-case/2") == 0 ? 2 : 1;
+	const char *format = cJSON_GetObjectItemCaseSensitive(root, "format")->valuestring;
+	int version = format[strlen(format) - 1] - '0';
 	char *why = NULL;
 	int r = keys(root, version, cs, &why) != 0                   ? -1
 	        : cJSON_HasObjectItem(root, "layers") || version == 1 ? load_mlp(root, path, cs, &why)
@@ -694,7 +704,9 @@ static char *lora_key(cJSON *root, const struct zs_case *cs, const struct zs_con
 int engine_case_write(const char *path, const struct zs_case *cs, const struct zs_config *c, char **cause)
 {
 	cJSON *root = cJSON_CreateObject();
-	cJSON_AddItemToObject(root, "format", cJSON_CreateString("zerosim-case/2"));
+	/* /3 only where it says more than /2 can (its freeze): every other
+	 * case stays one an older reader takes */
+	cJSON_AddItemToObject(root, "format", cJSON_CreateString(c->freeze[0] ? "zerosim-case/3" : "zerosim-case/2"));
 	if (cs->tfm != NULL) {
 		cJSON_AddItemToObject(root, "model", hf_config(cs->tfm));
 		cJSON_AddItemToObject(root, "seq", cJSON_CreateNumber((double)cs->tfm->seq));
@@ -716,6 +728,8 @@ int engine_case_write(const char *path, const struct zs_case *cs, const struct z
 		cJSON_AddItemToObject(root, "beta2", cJSON_CreateNumber(c->beta2));
 		cJSON_AddItemToObject(root, "eps", cJSON_CreateNumber(c->eps));
 	}
+	if (c->freeze[0])
+		cJSON_AddItemToObject(root, "freeze", cJSON_CreateString(c->freeze));
 	size_t psi = cs->tfm != NULL ? tfm_nparams(&cs->tfm->dims) : zs_params(cs->widths, cs->nwidths);
 	struct zs_out *side = NULL, *lside = NULL;
 	char *side_path = NULL, *lora_path = NULL;

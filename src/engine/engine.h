@@ -127,7 +127,8 @@ void engine_case_free(struct zs_case *cs);
 /* The case a run of c at world size `world` without a case file trains:
  * the initial weights and every rank's batches from c's seed. */
 struct zs_case *engine_case_from_seed(const struct zs_config *c, unsigned world);
-/* Write cs as zerosim-case/2 with c's training settings; a transformer's
+/* Write cs as zerosim-case/2 with c's training settings (/3 with its
+ * --freeze, the key "freeze"); a transformer's
  * weights go to the side file engine_case_side_path(path) names, and with
  * c->lora_r and cs->lora_init its adapters to engine_case_lora_path(path)'s
  * (the case's "lora" key). */

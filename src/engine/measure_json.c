@@ -186,6 +186,14 @@ static void allocator_json(cJSON *run, const struct zs_result *res)
 	cJSON_AddItemToObject(a, "per_rank", per);
 }
 
+/* Rank k's marks (zs_json_rank_marks's fill; ctx the zs_result). */
+static void rank_marks(cJSON *o, unsigned k, const void *ctx)
+{
+	const struct zs_result *res = ctx;
+	for (size_t i = 0; i < res->nmarks; i++)
+		zs_json_add_number(o, res->mark_label[i], (double)res->rank_mark_bytes[(size_t)k * res->nmarks + i]);
+}
+
 void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct zs_result *res)
 {
 	double psi = params_of(c);
@@ -230,17 +238,8 @@ void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct z
 		push(pa, (double)res->peak[k]);
 		push(ca, (double)sent / res->steps);
 	}
-	if (res->rank_mark_bytes != NULL) { /* torch's zero1: every rank's marks (the ranks differ) */
-		cJSON *ma = cJSON_AddArrayToObject(per, "marks");
-		for (unsigned k = 0; k < N; k++) {
-			cJSON *o = cJSON_CreateObject();
-			if (o == NULL)
-				zs_oom(__FILE__, __LINE__);
-			cJSON_AddItemToArray(ma, o);
-			for (size_t i = 0; i < res->nmarks; i++)
-				zs_json_add_number(o, res->mark_label[i], (double)res->rank_mark_bytes[(size_t)k * res->nmarks + i]);
-		}
-	}
+	if (res->rank_mark_bytes != NULL) /* torch's zero1: every rank's marks (the ranks differ) */
+		zs_json_rank_marks(per, N, rank_marks, res);
 	if (res->host_resident != NULL) {
 		/* With --offload: the host bytes apart from the device's. */
 		zs_json_add_number(run, "host_resident_bytes", (double)res->host_resident[b]);

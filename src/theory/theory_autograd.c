@@ -510,6 +510,20 @@ static void rank_marks(cJSON *o, const struct ag_step *s, const struct zs_model 
 	step_params_free(&p);
 }
 
+/* rank_marks' arguments but the rank, for zs_json_rank_marks. */
+struct marks_ctx {
+	const struct ag_step *s;
+	const struct zs_model *m;
+	const struct zs_config *c;
+	uint64_t batch, seq;
+	unsigned world;
+};
+static void each_rank_marks(cJSON *o, unsigned r, const void *ctx)
+{
+	const struct marks_ctx *x = ctx;
+	rank_marks(o, x->s, x->m, x->c, x->batch, x->seq, x->world, r);
+}
+
 void theory_autograd_marks_json(cJSON *parent, const struct zs_model *m, const struct zs_config *c, uint64_t batch,
                                 uint64_t seq, unsigned world)
 {
@@ -536,14 +550,8 @@ void theory_autograd_marks_json(cJSON *parent, const struct zs_model *m, const s
 		cJSON *per = cJSON_GetObjectItemCaseSensitive(parent, "per_rank");
 		if (per == NULL && (per = cJSON_AddObjectToObject(parent, "per_rank")) == NULL)
 			zs_oom(__FILE__, __LINE__);
-		cJSON *ma = cJSON_AddArrayToObject(per, "marks");
-		for (unsigned r = 0; r < n; r++) {
-			cJSON *mo = cJSON_CreateObject();
-			if (mo == NULL)
-				zs_oom(__FILE__, __LINE__);
-			cJSON_AddItemToArray(ma, mo);
-			rank_marks(mo, &s, m, c, batch, seq, world, r);
-		}
+		const struct marks_ctx x = { &s, m, c, batch, seq, world };
+		zs_json_rank_marks(per, n, each_rank_marks, &x);
 	}
 	ag_step_free(&s);
 	step_params_free(&p);

@@ -704,10 +704,13 @@ static int fsdp_list(const struct fsdp_run *r, const struct ag_event *src, size_
 					reshard(p_, &u[order[k]], ZS_PH_BACKWARD);
 		if (pre_at[i] >= 0)
 			pre_backward(p_, o, u, &u[pre_at[i]]);
-		if ((v = unit_mark(e, u, nu, &where)) != NULL || (e->kind == AG_EV_MARK && e->label != NULL &&
-		                                                  strncmp(e->label, "unit:", 5) == 0)) {
-			if (v == NULL) /* a frozen adapter's: no unit of its own (make_units) */
-				continue;
+		if (e->kind == AG_EV_MARK && e->label != NULL && strncmp(e->label, "unit:", 5) == 0) {
+			/* the step marks only the units made here (a frozen adapter
+			 * is none: util/autograd.c lora_unit_mark) */
+			if ((v = unit_mark(e, u, nu, &where)) == NULL) {
+				rc = zs_fail(cause, "--wrapper fsdp: internal error: the mark %s names no unit", e->label);
+				break;
+			}
 			/* an adapter's unit (PEFT's policy): its forward unshards,
 			 * runs and reshards (not the root); its output's gradient
 			 * hook unshards; the post-backward hook at its end, above */

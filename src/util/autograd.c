@@ -668,43 +668,41 @@ static int param_frozen(struct bld *b, int32_t param, int part)
 	return zs_freeze_match(b->o->freeze, out, b->m->layers);
 }
 
-static int lora_frozen(struct bld *b, const struct pt *q, const char *spec);
+static void lora_module_name(struct bld *b, const struct pt *q, char *out, size_t n);
 
 /* The first term of --freeze (comma-separated, blanks trimmed, each a
- * spec of its own) that freezes none of M's parameters, into out: 1 if
- * there is one, else 0. */
+ * spec of its own) that freezes none of M's parameters (with LoRA: none
+ * of its adapters, by their PEFT names), into out: 1 if there is one,
+ * else 0 (util/freeze.h zs_freeze_unmatched). */
 static int freeze_unmatched(struct bld *b, const struct model *M, char *out, size_t n)
 {
-	const char *spec = b->o->freeze;
-	for (const char *term = spec; *term;) {
-		size_t len = strcspn(term, ",");
-		const char *t = term, *e = term + len;
-		while (t < e && isspace((unsigned char)*t))
-			t++;
-		while (e > t && isspace((unsigned char)e[-1]))
-			e--;
-		if (e > t && (size_t)(e - t) < n) {
-			memcpy(out, t, (size_t)(e - t));
-			out[e - t] = '\0';
-			int hit = 0;
-			for (size_t i = 0; i < M->npt && !hit; i++) {
-				char name[256];
-				if (M->pt[i].param < 0) /* an adapter: named below, by its base layer */
-					continue;
-				if (M->nlora > 0) { /* LoRA: the base is frozen already; what counts is an adapter */
-					hit = M->pt[i].lora >= 0 && lora_frozen(b, &M->pt[i], out) > 0;
-					continue;
-				}
-				part_name(b, M->pt[i].param, M->pt[i].part, name, sizeof name);
-				hit = zs_freeze_match(out, name, b->m->layers);
+	enum { LEN = 320 };
+	char *buf = zs_calloc(2 * (M->npt ? M->npt : 1), LEN);
+	const char **names = zs_calloc(2 * (M->npt ? M->npt : 1), sizeof *names);
+	size_t k = 0;
+	for (size_t i = 0; i < M->npt; i++) {
+		const struct pt *q = &M->pt[i];
+		if (q->param < 0) /* an adapter: named below, by its base layer */
+			continue;
+		if (M->nlora > 0 && q->lora < 0) /* LoRA: the base is frozen already; what counts is an adapter */
+			continue;
+		if (M->nlora > 0) {
+			char mod[256];
+			lora_module_name(b, q, mod, sizeof mod);
+			for (int ab = 0; ab < 2; ab++, k++) {
+				snprintf(buf + k * LEN, LEN, "%s.lora_%c.default.weight", mod, ab ? 'B' : 'A');
+				names[k] = buf + k * LEN;
 			}
-			if (!hit)
-				return 1;
+		} else {
+			part_name(b, q->param, q->part, buf + k * LEN, LEN);
+			names[k] = buf + k * LEN;
+			k++;
 		}
-		term += len + (term[len] == ',');
 	}
-	out[0] = '\0';
-	return 0;
+	int r = zs_freeze_unmatched(b->o->freeze, names, k, b->m->layers, out, n);
+	free(names);
+	free(buf);
+	return r;
 }
 
 /* The Hugging Face name of parameter `param`'s part `part` (-1: the
@@ -3397,10 +3395,13 @@ struct lora_st {
  * forward or backward (util/ag_fsdp.c places its unshard and reshard
  * there). In backward the end is after the gradient of the adapter's
  * input has arrived (its view's node runs before the weight's chain: the
- * higher sequence number) and before the next node's pre-hook. */
+ * higher sequence number) and before the next node's pre-hook. A frozen
+ * adapter is no unit of its own (PEFT's policy asks requires_grad when
+ * FSDP wraps: util/ag_fsdp.c make_units), so it has no marks. */
 static void lora_unit_mark(struct bld *b, int32_t k, char which, const char *where)
 {
-	if (b->o->fsdp_unit_marks)
+	const struct lora_st *st = &b->M->lora[k];
+	if (b->o->fsdp_unit_marks && !b->M->pt[which == 'A' ? st->a : st->b].frozen)
 		mark(b, "unit:lora.%d.%c:%s", (int)k, which, where);
 }
 

@@ -95,6 +95,25 @@ static int term_match(const char *t, const char *name, uint64_t blocks, const ch
 	return name && fnmatch(t, name, 0) == 0;
 }
 
+/* The next term of a writable copy of spec from *at (cut at its comma,
+ * trimmed of blanks; *at moved past it), or NULL after the last. */
+static char *next_term(char **at)
+{
+	char *t = *at;
+	if (t == NULL)
+		return NULL;
+	char *next = strchr(t, ',');
+	if (next != NULL)
+		*next++ = 0;
+	*at = next;
+	while (isspace((unsigned char)*t))
+		t++;
+	char *e = t + strlen(t);
+	while (e > t && isspace((unsigned char)e[-1]))
+		*--e = 0;
+	return t;
+}
+
 /* Matches name against each term of spec (trimmed of blanks); 1 at the
  * first term that matches, 0 when none does, -1 with *cause when spec or a
  * term of it is empty (a user's slip: `--freeze ''`, `embeddings,`) or a
@@ -108,15 +127,7 @@ static int each_term(const char *spec, const char *name, uint64_t blocks, char *
 	if (strspn(spec, " \t\n\v\f\r") == n)
 		return zs_fail(cause, "--freeze: the pattern is empty (give terms such as embeddings or blocks:0-1)");
 	memcpy(buf, spec, n + 1);
-	for (char *t = buf, *next; t != NULL; t = next) {
-		next = strchr(t, ',');
-		if (next != NULL)
-			*next++ = 0;
-		while (isspace((unsigned char)*t))
-			t++;
-		char *e = t + strlen(t);
-		while (e > t && isspace((unsigned char)e[-1]))
-			*--e = 0;
+	for (char *at = buf, *t; (t = next_term(&at)) != NULL;) {
 		if (!*t)
 			return zs_fail(cause, "--freeze: '%.60s' has an empty term", spec);
 		const char *why = NULL;
@@ -137,4 +148,23 @@ int zs_freeze_check(const char *spec, char **cause)
 int zs_freeze_match(const char *spec, const char *name, uint64_t blocks)
 {
 	return each_term(spec, name, blocks, NULL) > 0;
+}
+
+int zs_freeze_unmatched(const char *spec, const char *const *names, size_t n, uint64_t blocks, char *out, size_t outn)
+{
+	char buf[ZS_FREEZE_MAX + 1];
+	snprintf(buf, sizeof buf, "%s", spec);
+	for (char *at = buf, *t; (t = next_term(&at)) != NULL;) {
+		const char *why = NULL;
+		int hit = 0;
+		for (size_t i = 0; i < n && !hit; i++)
+			hit = term_match(t, names[i], blocks, &why) > 0;
+		if (!hit) {
+			snprintf(out, outn, "%s", t);
+			return 1;
+		}
+	}
+	if (outn > 0)
+		out[0] = '\0';
+	return 0;
 }

@@ -35,4 +35,14 @@ int zs_freeze_check(const char *spec, char **cause);
  * `blocks` blocks. spec must have passed zs_freeze_check. */
 int zs_freeze_match(const char *spec, const char *name, uint64_t blocks);
 
+/* The first term of spec (blanks trimmed) that matches none of the n
+ * parameter names (a model of `blocks` blocks) into out (outn bytes;
+ * ZS_FREEZE_MAX + 1 holds any): 1 when there is one, else 0 (out "").
+ * A term that freezes nothing beside others that do is a typo or the
+ * wrong model, never a no-op the user meant: the PyTorch step
+ * (util/autograd.c) and the paper's with LoRA (util/lora.c) refuse it,
+ * each naming the term. spec must have passed zs_freeze_check. */
+int zs_freeze_unmatched(const char *spec, const char *const *names, size_t n, uint64_t blocks, char *out,
+                        size_t outn);
+
 #endif

@@ -216,33 +216,29 @@ int zs_lora_params(struct step_params *p, const struct zs_model *shape, const st
 
 /* --freeze over PEFT's model under the paper's step (the base frozen
  * already): every term of spec names an adapter of p (a term that names
- * none is a mistake, as the PyTorch step refuses it: util/autograd.c
- * freeze_unmatched), and some adapter stays trained. 0, or -1 with one
- * line in *cause. */
+ * none is a mistake, as the PyTorch step refuses it: util/freeze.h
+ * zs_freeze_unmatched, the same text but for the step's name), and some
+ * adapter stays trained. 0, or -1 with one line in *cause. */
 static int frozen_adapters_check(const struct step_params *p, const char *spec, const struct zs_model *m,
                                  char **cause)
 {
+	enum { LEN = 256 };
 	size_t nadapters = 0, nfrozen = 0;
+	char *buf = zs_calloc(p->ntensors ? p->ntensors : 1, LEN);
+	const char **names = zs_calloc(p->ntensors ? p->ntensors : 1, sizeof *names);
 	for (size_t i = 0; i < p->ntensors; i++)
-		if (p->module[p->tensor[i].module].adapter != NULL)
-			nadapters++, nfrozen += p->tensor[i].frozen != 0;
-	for (const char *term = spec; *term;) {
-		size_t len = strcspn(term, ",");
-		char one[ZS_FREEZE_MAX + 1], name[256];
-		snprintf(one, sizeof one, "%.*s", (int)len, term);
-		int hit = 0;
-		for (size_t i = 0; !hit && i < p->ntensors; i++) {
-			if (p->module[p->tensor[i].module].adapter == NULL)
-				continue;
-			step_tensor_name(p, i, name, sizeof name);
-			hit = zs_freeze_match(one, name, m->layers);
+		if (p->module[p->tensor[i].module].adapter != NULL) {
+			names[nadapters] = buf + nadapters * LEN;
+			step_tensor_name(p, i, buf + nadapters++ * LEN, LEN);
+			nfrozen += p->tensor[i].frozen != 0;
 		}
-		if (!hit)
-			return zs_fail(cause, "--freeze %s with --lora-r: the term '%s' names no adapter of %s (LoRA freezes "
-			                      "every base parameter already: name adapters, MODULE.lora_A.default.weight or "
-			                      "blocks:A-B)", spec, one, m->name);
-		term += len + (term[len] == ',');
-	}
+	char term[ZS_FREEZE_MAX + 1];
+	int unmatched = zs_freeze_unmatched(spec, names, nadapters, m->layers, term, sizeof term);
+	free(names);
+	free(buf);
+	if (unmatched)
+		return zs_fail(cause, "--freeze %s under --framework paper: its term '%s' matches no adapter of %s (LoRA "
+		                      "freezes every base parameter already)", spec, term, m->name);
 	if (nfrozen == nadapters)
 		return zs_fail(cause, "--freeze %s with --lora-r: freezes every one of %s's %zu adapter tensors (nothing to "
 		                      "train)", spec, m->name, nadapters);

@@ -1020,6 +1020,21 @@ cJSON *zs_json_add_number(cJSON *obj, const char *key, double v)
 	return cJSON_AddNumberToObject(obj, key, v);
 }
 
+void zs_json_rank_marks(cJSON *per, unsigned n, void (*fill)(cJSON *obj, unsigned rank, const void *ctx),
+                        const void *ctx)
+{
+	cJSON *ma = cJSON_AddArrayToObject(per, "marks");
+	if (ma == NULL)
+		zs_oom(__FILE__, __LINE__);
+	for (unsigned r = 0; r < n; r++) {
+		cJSON *o = cJSON_CreateObject();
+		if (o == NULL)
+			zs_oom(__FILE__, __LINE__);
+		cJSON_AddItemToArray(ma, o);
+		fill(o, r, ctx);
+	}
+}
+
 /* cJSON's allocations through zs_malloc: out of memory is zs_oom's one
  * line and exit, so no cJSON_Create or cJSON_Add returns NULL and no
  * caller checks. free stays libc's. */

@@ -146,6 +146,14 @@ int zs_json_object(const cJSON *obj, const char *key, const char *where, const c
 /* Add a number that is an exact integer byte count, or a double. */
 cJSON *zs_json_add_number(cJSON *obj, const char *key, double v);
 
+/* per_rank's "marks" into per: an array of n objects, rank r's filled by
+ * fill(obj, r, ctx) with its marks (label: bytes, in the step's order).
+ * The one writer of measured.json's (engine/measure_json.c: what each
+ * rank's tracker held there) and theory.json's (theory/theory_autograd.c:
+ * what each rank's walk sums), which report and the tests read alike. */
+void zs_json_rank_marks(cJSON *per, unsigned n, void (*fill)(cJSON *obj, unsigned rank, const void *ctx),
+                        const void *ctx);
+
 /* Point cJSON's allocations at zs_malloc, so that running out of memory
  * inside cJSON is fatal with one line and cJSON_Create* and cJSON_Add*
  * never return NULL (their callers do not check). Call once at start-up,
