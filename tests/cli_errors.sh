@@ -1047,9 +1047,13 @@ for cmd in measure theory; do
 		$cmd --framework deepspeed --model "$tiny" --wrapper deepspeed --world 2 --precision fp32 --torch-device cpu \
 		--torch-version 1.13 --attn eager --seq 4 --batch 1 --schemes zero2 --recompute full \
 		--recompute-impl non-reentrant --out "$keep"
-	try 2 "--recompute full: Hugging Face's gradient checkpointing with --recompute-impl non-reentrant under autocast (give --precision fp32) is not described yet" \
-		$cmd --framework torch --model "$tmp/tiny-p0.json" --wrapper none --world 1 --precision amp-bf16 \
-		--torch-device cpu --attn eager --seq 4 --batch 1 --schemes dp --recompute full --recompute-impl non-reentrant \
+	# (under autocast too: tests/hf_torch.sh's *-amp-bf16-nonreentrant-* rows)
+	try 0 "" $cmd --framework torch --model "$tmp/tiny-p0.json" --wrapper none --world 1 --precision amp-bf16 \
+		--torch-device cpu --attn eager --seq 4 --batch 1 --steps 2 --schemes dp --recompute full \
+		--recompute-impl non-reentrant --out "$tmp/nr-amp-$cmd.json"
+	try 2 "--recompute full: Hugging Face's gradient checkpointing with --recompute-impl non-reentrant with --attn sdpa (give --attn eager) is not described yet" \
+		$cmd --framework torch --model "$tmp/tiny-p0.json" --wrapper none --world 1 --precision fp32 \
+		--torch-device cpu --attn sdpa --seq 4 --batch 1 --schemes dp --recompute full --recompute-impl non-reentrant \
 		--out "$keep"
 	# --recompute full under torch is Hugging Face's gradient checkpointing
 	# (tests/hf_torch.sh's *-ckpt cases): taken on the plain loop, DDP and

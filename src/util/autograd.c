@@ -147,6 +147,8 @@ struct bld {
 	 * goes (ck_frame_goes, layer ckl of ckM); nrfirst, 2.x, the first of
 	 * them a node of the layer's backward lets go (ckpt_early_stop) */
 	T fork, nrfirst;
+	size_t nrun_at; /* nr_unpack_at: where the first saving node of the layer's backward starts */
+	int nrun_on;    /* a non-reentrant layer's backward runs */
 	struct ckpt_ctx *nrc; /* the layer whose forward or rerun runs (nr_wrapped) */
 	/* 2.x non-reentrant, the layer's backward after its rerun: unpack_hook
 	 * hands a saved tensor over and drops its own entry (checkpoint.py
@@ -2166,6 +2168,32 @@ static size_t ckpt_early_stop(struct bld *b, size_t r0, size_t r2, T fork, const
 	return r2 - cut - nt;
 }
 
+/* The layer's nodes that the engine runs before the first that saved a
+ * tensor run before the rerun, which that node's unpack starts: the
+ * residual add's AddBackward0, whose gradient for a 16-bit operand under
+ * autocast is cast (the engine's validate_outputs) before the rerun and
+ * lives through it. The builder runs the layer's backward after the
+ * rerun; the backward names where the add's node ends (nr_unpack_at, its
+ * event index in nrun_at), and the events from r2 to there move to before
+ * the rerun's first event, rf (fork_rng's state). */
+static void nr_unpack_at(struct bld *b)
+{
+	if (b->nrun_on && b->nrun_at == SIZE_MAX)
+		b->nrun_at = *b->n;
+}
+
+static void nr_before_unpack(struct bld *b, size_t rf, size_t r2, size_t u)
+{
+	struct ag_event *ev_ = *b->list;
+	if (u == SIZE_MAX || u <= r2)
+		return;
+	struct ag_event *tmp_ = zs_malloc((u - r2) * sizeof *tmp_);
+	memcpy(tmp_, ev_ + r2, (u - r2) * sizeof *tmp_);
+	memmove(ev_ + rf + (u - r2), ev_ + rf, (r2 - rf) * sizeof *ev_);
+	memcpy(ev_ + rf, tmp_, (u - r2) * sizeof *tmp_);
+	free(tmp_);
+}
+
 /* Layer i's backward from g, checkpointed without reentrance
  * (ag_options.nonreentrant), after its marks: the loop's own engine runs
  * the layer's nodes; the first that saved a tensor unpacks it, and the
@@ -2183,6 +2211,7 @@ static T layer_bwd_nonreentrant(struct bld *b, struct model *M, const struct lay
 	size_t n0 = b->s->ntensors;
 	uint32_t *before = zs_calloc(n0 ? n0 : 1, sizeof *before);
 	memcpy(before, b->refs, n0 * sizeof *before);
+	size_t rf = *b->n;
 	b->fork = TMP("get_rng_state (fork_rng)", AG_U8, 5056);
 	T fork = b->fork;
 	T x = saved[i];
@@ -2197,6 +2226,11 @@ static T layer_bwd_nonreentrant(struct bld *b, struct model *M, const struct lay
 	b->draws = draws;
 	b->regrad = 0;
 	b->nrc = NULL;
+	/* under autocast the rerun is a region of its own (1.13 checkpoint.py
+	 * 404-406: torch.cpu.amp.autocast(**cpu_autocast_kwargs) around the
+	 * function; 2.6 1510-1515): its cache of cast weights goes as it
+	 * exits, the nodes keeping the copies they saved */
+	ac_clear(b, M);
 	int stop = b->o->version != ZS_TORCH_1_13; /* 1.13 has no early stop: the rerun runs to its end */
 	unref(b, b->fork);
 	b->fork = NO;
@@ -2226,19 +2260,25 @@ static T layer_bwd_nonreentrant(struct bld *b, struct model *M, const struct lay
 	free(before);
 	b->ckleft = left, b->ckl = i, b->ckM = M;
 	b->nrfirst = NO;
+	b->nrun_at = SIZE_MAX;
+	b->nrun_on = 1;
 	if (!left)
 		ck_frame_goes(b);
 	b->nrunpack = b->o->version != ZS_TORCH_1_13;
 	T gin = f->bwd(b, M, i, g, f->ctx);
 	b->nrunpack = 0;
+	b->nrun_on = 0;
 	if (b->ckd) { /* a holder the rerun added outlived the layer's nodes */
 		unsupported(b, "--recompute-impl non-reentrant: the frame outlives the layer's backward");
 		ck_frame_goes(b);
 	}
-	if (stop && b->list == list)
-		ckpt_early_stop(b, r0, r2, fork, wn, nwn, kept, nkept);
-	else if (stop)
+	if (b->list != list)
 		unsupported(b, "--recompute-impl non-reentrant: a layer's backward over two lists");
+	else {
+		size_t gone = stop ? ckpt_early_stop(b, r0, r2, fork, wn, nwn, kept, nkept) : 0;
+		nr_before_unpack(b, rf, r2 - gone, b->nrun_at == SIZE_MAX ? SIZE_MAX : b->nrun_at - gone);
+	}
+	b->nrun_at = SIZE_MAX;
 	b->nrfirst = NO;
 	free(kept);
 	return gin;
@@ -2559,6 +2599,8 @@ static T gpt2_block_bwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 		                            : dropout_bwd(b, gx, !s->rh1, s->drop_mlp);
 		if (b->o->amp != AG_F32 && !s->rh1) /* the residual requires no grad (--freeze): gx is the node's alone */
 			unref(b, gx);
+		if (b->o->amp != AG_F32)
+			nr_unpack_at(b); /* (the add's node ends: non-reentrant's rerun here) */
 		ds3_mark(b, "bwd", "transformer.h.%d.mlp.c_proj", i);
 		dgl = conv1d_bwd(b, gmo, 1, &s->proj, blk(M, b, i, "mlp.c_proj.weight"),
 		                 blk(M, b, i, "mlp.c_proj.bias"));
@@ -6169,6 +6211,7 @@ static T llama_layer_bwd(struct bld *b, struct model *M, struct llama_layer_save
 		if (!s->rh2) /* the residual requires no grad (--freeze): the node's input goes */
 			unref(b, xbuf);
 	}
+	nr_unpack_at(b); /* (the add's node ends: non-reentrant's rerun here) */
 	/* the MLP */
 	b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
 	T dmu = NO, dx2 = NO;
@@ -7197,7 +7240,6 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		int nr = o->nonreentrant;
 		const char *no = o->fsdp_unit_marks ? "--lora-r under --wrapper fsdp (give --wrapper none or ddp)"
 		                 : nr && m->experts > 0 ? "--recompute-impl non-reentrant with a mixture of experts"
-		                 : nr && o->amp != AG_F32 ? "--recompute-impl non-reentrant under autocast (give --precision fp32)"
 		                 : nr && o->attn == ZS_ATTN_SDPA ? "--recompute-impl non-reentrant with --attn sdpa (give --attn eager)"
 		                 : nr && ((o->freeze && *o->freeze) || o->lora_r) ? "--recompute-impl non-reentrant with "
 		                                                                  "--freeze or --lora-r"
