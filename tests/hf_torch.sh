@@ -468,7 +468,8 @@ if [ "${1:-}" = torch26 ]; then
 			"gemma2-nonreentrant-ckpt|tiny-gemma2|--zero-grad none --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad none --recompute full --recompute-impl non-reentrant" \
 			"gemma3_text-nonreentrant-ckpt-zeros|tiny-gemma3_text|--zero-grad zeros --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad zeros --recompute full --recompute-impl non-reentrant" \
 			"phi3-nonreentrant-ckpt|tiny-phi3|--zero-grad none --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad none --recompute full --recompute-impl non-reentrant" \
-			"llama-amp-bf16-nonreentrant-ckpt-zeros|tiny-llama|--zero-grad zeros --amp bf16 --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full --recompute-impl non-reentrant"
+			"llama-amp-bf16-nonreentrant-ckpt-zeros|tiny-llama|--zero-grad zeros --amp bf16 --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full --recompute-impl non-reentrant" \
+			"llama-frozen-nonreentrant-ckpt-zeros|tiny-llama|--zero-grad zeros --freeze all-but-last:1 --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad zeros --freeze all-but-last:1 --recompute full --recompute-impl non-reentrant"
 		do
 			label=${case%%|*} rest=${case#*|}
 			cfg=${rest%%|*} rest=${rest#*|}
@@ -839,6 +840,7 @@ for phase in add check; do
 		"fsdp2-gpt2-nonreentrant-ckpt|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 2 --recompute full --recompute-impl non-reentrant|$fsdp --optimizer-impl single --zero-grad zeros --recompute full --recompute-impl non-reentrant" \
 		"gemma3_text-nonreentrant-ckpt|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --recompute full --recompute-impl non-reentrant|$plain --optimizer-impl single --zero-grad zeros --recompute full --recompute-impl non-reentrant" \
 		"gpt2-amp-bf16-nonreentrant-ckpt|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros --recompute full --recompute-impl non-reentrant|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full --recompute-impl non-reentrant" \
+		"gpt2-frozen-emb-nonreentrant-ckpt|--model $tmp/tiny-gpt2.json --freeze embeddings --zero-grad zeros --recompute full --recompute-impl non-reentrant|$plain --optimizer-impl single --zero-grad zeros --freeze embeddings --recompute full --recompute-impl non-reentrant" \
 		"fsdp2-llama-ckpt|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2 --recompute full|$fsdp --optimizer-impl single --zero-grad zeros --recompute full" \
 		"fsdp2-zero2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 2 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad zeros" \
 		"fsdp2-zero2-llama-set_to_none|--model $tmp/tiny-llama.json --zero-grad none --fsdp 2 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad none" \

@@ -7241,8 +7241,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		const char *no = o->fsdp_unit_marks ? "--lora-r under --wrapper fsdp (give --wrapper none or ddp)"
 		                 : nr && m->experts > 0 ? "--recompute-impl non-reentrant with a mixture of experts"
 		                 : nr && o->attn == ZS_ATTN_SDPA ? "--recompute-impl non-reentrant with --attn sdpa (give --attn eager)"
-		                 : nr && ((o->freeze && *o->freeze) || o->lora_r) ? "--recompute-impl non-reentrant with "
-		                                                                  "--freeze or --lora-r"
+		                 : nr && o->lora_r ? "--recompute-impl non-reentrant with --lora-r"
 		                 : nr && o->grad_accum > 1 ? "--recompute-impl non-reentrant with --grad-accum (give 1)"
 		                 : nr && o->zero1_world ? "--recompute-impl non-reentrant with ZeroRedundancyOptimizer"
 		                                               : NULL;
