@@ -1032,8 +1032,8 @@ for cmd in measure theory; do
 	try 2 "--ddp-find-unused: 'yes' is not one of on, off" \
 		$cmd --framework torch $ddp --schemes dp --torch-version 1.13 --ddp-find-unused yes --out "$keep"
 	# --recompute-impl non-reentrant (checkpoint's use_reentrant=False;
-	# tests/hf_torch.sh holds its bytes): the plain loop's gpt2 and llama
-	# in fp32, the rest refused by name
+	# tests/hf_torch.sh holds its bytes): the plain loop's, DDP's and
+	# FSDP's gpt2 and llama in fp32, the rest refused by name
 	try 0 "" $cmd --framework torch --model "$tmp/tiny-p0.json" --wrapper none --world 1 --precision fp32 \
 		--torch-device cpu --attn eager --seq 4 --batch 1 --steps 2 --schemes dp --recompute full \
 		--recompute-impl non-reentrant --out "$tmp/nr-$cmd.json"
@@ -1042,11 +1042,21 @@ for cmd in measure theory; do
 	try 2 "--recompute-impl non-reentrant: only with --recompute full (Hugging Face's gradient checkpointing; give --recompute full, or leave --recompute-impl out)" \
 		$cmd --framework torch --model "$tmp/tiny-p0.json" --wrapper none --world 1 --precision fp32 \
 		--torch-device cpu --attn eager --seq 4 --batch 1 --schemes dp --recompute-impl non-reentrant --out "$keep"
-	try 2 "--recompute-impl non-reentrant with --wrapper ddp: not described yet (give --wrapper none, or --recompute-impl reentrant)" \
-		$cmd --framework torch $ddp --schemes dp --recompute full --recompute-impl non-reentrant --out "$keep"
-	try 2 "--recompute full: Hugging Face's gradient checkpointing with --recompute-impl non-reentrant under autocast (give --precision fp32) is not described yet" \
-		$cmd --framework torch --model "$tmp/tiny-p0.json" --wrapper none --world 1 --precision amp-bf16 \
-		--torch-device cpu --attn eager --seq 4 --batch 1 --schemes dp --recompute full --recompute-impl non-reentrant \
+	# (DDP and FSDP taken: tests/hf_torch.sh's ddp2-*-nonreentrant-* and
+	# fsdp2-*-nonreentrant-* rows; DeepSpeed's hooks around it refused)
+	try 0 "" $cmd --framework torch $ddp --schemes dp --seq 4 --batch 1 --steps 2 --recompute full --recompute-impl non-reentrant \
+		--out "$tmp/nr-ddp-$cmd.json"
+	try 2 "--recompute-impl non-reentrant with --wrapper deepspeed: not described yet (give --wrapper none, ddp or fsdp, or --recompute-impl reentrant)" \
+		$cmd --framework deepspeed --model "$tiny" --wrapper deepspeed --world 2 --precision fp32 --torch-device cpu \
+		--torch-version 1.13 --attn eager --seq 4 --batch 1 --schemes zero2 --recompute full \
+		--recompute-impl non-reentrant --out "$keep"
+	# (under autocast too: tests/hf_torch.sh's *-amp-bf16-nonreentrant-* rows)
+	try 0 "" $cmd --framework torch --model "$tmp/tiny-p0.json" --wrapper none --world 1 --precision amp-bf16 \
+		--torch-device cpu --attn eager --seq 4 --batch 1 --steps 2 --schemes dp --recompute full \
+		--recompute-impl non-reentrant --out "$tmp/nr-amp-$cmd.json"
+	try 2 "--recompute full: Hugging Face's gradient checkpointing with --recompute-impl non-reentrant with --attn sdpa (give --attn eager) is not described yet" \
+		$cmd --framework torch --model "$tmp/tiny-p0.json" --wrapper none --world 1 --precision fp32 \
+		--torch-device cpu --attn sdpa --seq 4 --batch 1 --schemes dp --recompute full --recompute-impl non-reentrant \
 		--out "$keep"
 	# --recompute full under torch is Hugging Face's gradient checkpointing
 	# (tests/hf_torch.sh's *-ckpt cases): taken on the plain loop, DDP and

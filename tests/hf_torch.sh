@@ -62,7 +62,10 @@
 # it: docs/torch_saved.md, "The gemmas' checkpointed call"), tied with
 # zeros, untied with set_to_none (gemma2 with foreach Adam, gemma3_text
 # with the logits' softcap), DDP N = 2, theory and measure, the measure's
-# losses and weights those without to the bit.
+# losses and weights those without to the bit; --recompute-impl
+# non-reentrant (use_reentrant=False): gpt2 and llama on the plain loop,
+# DDP N = 2 llama, FSDP N = 2 gpt2, gemma3_text (docs/torch_saved.md,
+# "Non-reentrant checkpointing"; autocast and --freeze: 2.6's rows).
 #
 # `tests/hf_torch.sh table` (make check-torch-ref; ZS_HF_SMALL=0 leaves out
 # GPT-2 small, minutes a run; ZS_TORCH26_ROOT names the 2.6 root): the issue's cases with
@@ -352,7 +355,9 @@ fi
 # 2 (the math path under no_grad), gpt2 and llama with dropout and under
 # bf16 autocast; gemma2 set_to_none, gemma3_text zeros with foreach Adam,
 # under DDP N = 2, and with 4 k/v heads under SDPA, the window past the
-# sequence), qwen2,
+# sequence; non-reentrant: gpt2 and llama with dropout, DDP N = 2 gpt2,
+# gemma2 (its early stop from the saved set), llama
+# under bf16 autocast and with all but its last layer frozen), qwen2,
 # qwen3 and phi3 (eager), phi3's residual dropouts, gemma2 (eager:
 # set_to_none, zeros with foreach Adam), gemma3_text (eager: set_to_none,
 # zeros with foreach Adam, DDP N = 2; SDPA with the window past the
@@ -462,7 +467,11 @@ if [ "${1:-}" = torch26 ]; then
 			"ddp2-llama-ckpt-steps2|tiny-llama|--zero-grad none --ddp 2 --recompute full --steps 2|--wrapper ddp --optimizer-impl single --zero-grad none --recompute full --steps 2" \
 			"gpt2-nonreentrant-ckpt|tiny-gpt2|--zero-grad none --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad none --recompute full --recompute-impl non-reentrant" \
 			"gpt2-nonreentrant-ckpt-dropout-zeros|tiny-gpt2-drop|--zero-grad zeros --dropout config --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad zeros --recompute full --recompute-impl non-reentrant" \
-			"llama-nonreentrant-ckpt-dropout|tiny-llama-drop|--zero-grad none --dropout config --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad none --recompute full --recompute-impl non-reentrant"
+			"llama-nonreentrant-ckpt-dropout|tiny-llama-drop|--zero-grad none --dropout config --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad none --recompute full --recompute-impl non-reentrant" \
+			"ddp2-gpt2-nonreentrant-ckpt|tiny-gpt2|--zero-grad none --ddp 2 --recompute full --recompute-impl non-reentrant|--wrapper ddp --optimizer-impl single --zero-grad none --recompute full --recompute-impl non-reentrant" \
+			"gemma2-nonreentrant-ckpt|tiny-gemma2|--zero-grad none --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad none --recompute full --recompute-impl non-reentrant" \
+			"llama-amp-bf16-nonreentrant-ckpt-zeros|tiny-llama|--zero-grad zeros --amp bf16 --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full --recompute-impl non-reentrant" \
+			"llama-frozen-nonreentrant-ckpt-zeros|tiny-llama|--zero-grad zeros --freeze all-but-last:1 --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad zeros --freeze all-but-last:1 --recompute full --recompute-impl non-reentrant"
 		do
 			label=${case%%|*} rest=${case#*|}
 			cfg=${rest%%|*} rest=${rest#*|}
@@ -829,6 +838,9 @@ for phase in add check; do
 		"fsdp2-gpt2-ckpt-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --fsdp 2 --recompute full|$fsdp --optimizer-impl single --zero-grad none --recompute full" \
 		"gpt2-nonreentrant-ckpt|--model $tmp/tiny-gpt2.json --zero-grad zeros --recompute full --recompute-impl non-reentrant|$plain --optimizer-impl single --zero-grad zeros --recompute full --recompute-impl non-reentrant" \
 		"llama-nonreentrant-ckpt-set_to_none|--model $tmp/tiny-llama.json --zero-grad none --recompute full --recompute-impl non-reentrant|$plain --optimizer-impl single --zero-grad none --recompute full --recompute-impl non-reentrant" \
+		"ddp2-llama-nonreentrant-ckpt-set_to_none|--model $tmp/tiny-llama.json --zero-grad none --ddp 2 --recompute full --recompute-impl non-reentrant|$ddp --optimizer-impl single --zero-grad none --recompute full --recompute-impl non-reentrant" \
+		"fsdp2-gpt2-nonreentrant-ckpt|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 2 --recompute full --recompute-impl non-reentrant|$fsdp --optimizer-impl single --zero-grad zeros --recompute full --recompute-impl non-reentrant" \
+		"gemma3_text-nonreentrant-ckpt|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --recompute full --recompute-impl non-reentrant|$plain --optimizer-impl single --zero-grad zeros --recompute full --recompute-impl non-reentrant" \
 		"fsdp2-llama-ckpt|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2 --recompute full|$fsdp --optimizer-impl single --zero-grad zeros --recompute full" \
 		"fsdp2-zero2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 2 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad zeros" \
 		"fsdp2-zero2-llama-set_to_none|--model $tmp/tiny-llama.json --zero-grad none --fsdp 2 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad none" \

@@ -128,8 +128,9 @@ struct zs_opt {
 	"                         torch.utils.checkpoint, reentrant (default;\n" \
 	"                         transformers 4.35-4.x's use_reentrant=True) or\n" \
 	"                         non-reentrant (use_reentrant=False, transformers'\n" \
-	"                         default from PR #43203): gpt2 and llama, fp32,\n" \
-	"                         --wrapper none, eager attention\n" \
+	"                         default from PR #43203): every dense family,\n" \
+	"                         fp32 or amp-bf16, --wrapper none, ddp or fsdp,\n" \
+	"                         --freeze too, eager attention\n" \
 	"      --freeze PATTERN   --wrapper none, ddp or fsdp (1.13: whole FSDP units),\n" \
 	"                         --framework paper with --model, or deepspeed\n" \
 	"                         with --model (dp, zero1, zero2, zero3; --offload\n" \

@@ -141,17 +141,15 @@ struct bld {
 	struct { T mask; double scale; } *masks;
 	size_t nmasks, capmasks;
 	/* non-reentrant checkpointing (ag_options.nonreentrant; the
-	 * checkpoint block): phantom, 2.6's early stop reached in a rerun --
-	 * nothing after it happens: no event but the frees of what existed
-	 * (the unwinding), the storages made after it, [ph_lo, ph_hi), never
-	 * allocated (sink takes their events); fork, the rerun's fork_rng
-	 * state; ckd, per storage, the holders the rerun added (what its
-	 * nodes saved) while the layer's backward runs, ckleft their sum: at
-	 * 0 the layer's frame goes (ck_frame_goes, layer ckl of ckM) */
-	int phantom;
-	T ph_lo, ph_hi, fork;
-	struct ckpt_ctx *nrc; /* the layer whose forward or rerun runs (nr_wrapped, ckpt_stop) */
-	int ckstop_drop;      /* the next dropout's MulBackward0 is the layer's last saving op */
+	 * checkpoint block): fork, the rerun's fork_rng state; ckd, per
+	 * storage, the holders the rerun added (what its nodes saved) while
+	 * the layer's backward runs, ckleft their sum: at 0 the layer's frame
+	 * goes (ck_frame_goes, layer ckl of ckM); nrfirst, 2.x, the first of
+	 * them a node of the layer's backward lets go (ckpt_early_stop) */
+	T fork, nrfirst;
+	size_t nrun_at; /* nr_unpack_at: where the first saving node of the layer's backward starts */
+	int nrun_on;    /* a non-reentrant layer's backward runs */
+	struct ckpt_ctx *nrc; /* the layer whose forward or rerun runs (nr_wrapped) */
 	/* 2.x non-reentrant, the layer's backward after its rerun: unpack_hook
 	 * hands a saved tensor over and drops its own entry (checkpoint.py
 	 * 1132-1134: `holder.handles[gid] = None`), so apply's local is its
@@ -159,7 +157,6 @@ struct bld {
 	 * reductions (a Conv1D bias's sum), where a kept one goes at the
 	 * engine's release_variables, after them */
 	int nrunpack;
-	struct ag_event sink;
 	uint32_t *ckd;
 	size_t nckd;
 	uint64_t ckleft;
@@ -192,10 +189,6 @@ static struct ag_event *ev(struct bld *b, enum ag_event_kind k)
 	              : b->list == &b->s->first_step ? &b->firstcap
 	              : b->list == &b->s->step1      ? &b->step1cap
 	                                             : &b->cap;
-	if (b->phantom) { /* after 2.6's early stop: never happens */
-		memset(&b->sink, 0, sizeof b->sink);
-		return &b->sink;
-	}
 	*b->list = grow(*b->list, cap, *b->n + 1, sizeof **b->list);
 	struct ag_event *e = &(*b->list)[(*b->n)++];
 	memset(e, 0, sizeof *e);
@@ -324,13 +317,12 @@ static void unref(struct bld *b, T t)
 		        b->s->tensor[s].what);
 		abort();
 	}
+	if (b->ckd && s < b->nckd && b->ckd[s] && b->nrfirst == NO &&
+	    strcmp(b->s->tensor[s].what, "scalar (wrapped number)") != 0)
+		b->nrfirst = s; /* (a wrapped number is not packed: ckpt_early_stop) */
 	int last = b->ckd && s < b->nckd && b->ckd[s] && (b->ckd[s]--, --b->ckleft == 0);
-	if (--b->refs[s] == 0 && !(s >= b->ph_lo && s < b->ph_hi)) {
-		int ph = b->phantom; /* the early stop's unwinding frees what existed */
-		b->phantom = 0;
+	if (--b->refs[s] == 0)
 		ev(b, AG_EV_FREE)->t = s;
-		b->phantom = ph;
-	}
 	if (last)
 		ck_frame_goes(b);
 }
@@ -508,7 +500,6 @@ static T like(struct bld *b, const char *what, T x)
 }
 
 static T *nr_wrapped(struct bld *b, T *keep);
-static void ckpt_stop(struct bld *b);
 
 /* out = x <op> python scalar v, through a wrapped number (mul.Tensor,
  * add.Tensor with a wrapped other): the number is returned in *keep when
@@ -593,7 +584,7 @@ struct ckpt_ctx {
  * packs it (the hook's Holder: nothing kept). The rerun's own (keep, as
  * any rerun's) are held by the rerun's graph and go at its early stop;
  * the forward's go at the node's release: the same bytes at the same
- * moments as freeing the forward's at the stop (ckpt_stop) and the
+ * moments as freeing the forward's at the stop (ckpt_early_stop) and the
  * rerun's at the release, which is what the list does. */
 static T *nr_wrapped(struct bld *b, T *keep)
 {
@@ -1024,10 +1015,6 @@ static T dropout(struct bld *b, T x, double p, T *kept)
 		e->arg[0] = 1 - p;
 		e->arg[1] = ++b->draws;
 		scalar_op_(b, AG_OP_DIV_SCALAR_, noise, NO, 1 - p);
-	}
-	if (b->ckstop_drop) { /* the layer's last saving op (ckpt_stop) */
-		b->ckstop_drop = 0;
-		ckpt_stop(b);
 	}
 	T y = like(b, "mul (dropout)", x);
 	op(b, AG_OP_MUL, x, noise, NO, y, NO, NO);
@@ -2091,26 +2078,118 @@ static void ck_frame_goes(struct bld *b)
 	c->rng = NO; /* gone: graph_goes passes it */
 }
 
-/* 2.6's early stop (_recomputation_hook, checkpoint.py 1081-1084: once
- * the rerun has packed as many tensors as the forward saved it raises
- * _StopRecomputationError, caught in unpack_hook 1120-1126): called by a
- * layer's forward where its last saving op packs its inputs, before that
- * op makes its output. From here the rerun makes nothing (ev's sink); the
- * unwinding frees fork_rng's state first, then every temporary as the
- * forward's names go (the frames let go). 1.13 has no early stop: the
- * rerun runs to its end. */
-static void ckpt_stop(struct bld *b)
+/* 2.x's early stop (_enable_checkpoint_early_stop, checkpoint.py 735;
+ * _recomputation_hook, 1051-1097: once the rerun has packed as many
+ * tensors as the forward did it raises _StopRecomputationError, caught in
+ * unpack_hook 1120-1127), derived from the layer's saved set, no family
+ * placing it: the builder runs the rerun to its end (as 1.13 does) over
+ * events [r0, r2), then, once the layer's backward has run, cuts the
+ * rerun where its last pack was. The last node that saves is the first
+ * that the engine runs of those that saved (sequence numbers, highest
+ * first), so its saved tensors are the first of the rerun's holders
+ * (ckd) a node lets go: nrfirst, a wrapped number left out (2.x's
+ * SavedVariable packs none: nr_wrapped). The op that saved it is the
+ * rerun's last OP event over it: its pack comes before its output is
+ * made (a node packs its inputs first) -- the cut at its output's
+ * allocation --, or after its kernel where the node keeps its output too
+ * (kept, the rerun's holders). From the cut the rerun made nothing:
+ * every ALLOC, OP and MARK after it goes, and the storages it allocated
+ * never were; the unwinding frees fork_rng's state first, then the
+ * forward's wrapped numbers (nr_wrapped: the rerun's graph's), then what
+ * existed as the frames let go, in the order the builder freed it.
+ * Returns the number of events taken out (the list moved down). */
+static size_t ckpt_early_stop(struct bld *b, size_t r0, size_t r2, T fork, const T *wn, unsigned nwn,
+                              const unsigned char *kept, size_t nkept)
 {
-	if (!b->regrad || !b->o->nonreentrant || b->o->version == ZS_TORCH_1_13 || b->phantom)
+	struct ag_event *ev_ = *b->list;
+	size_t n = *b->n, cut = r2, at = r2;
+	T s = b->nrfirst;
+	for (size_t k = r2; s != NO && k-- > r0;) {
+		const struct ag_event *e = &ev_[k];
+		if (e->kind != AG_EV_OP)
+			continue;
+		int in = 0, out = 0;
+		for (int j = 0; j < AG_MAXIN; j++)
+			in |= e->in[j] != NO && sto(b, e->in[j]) == s;
+		for (int j = 0; j < AG_MAXOUT; j++)
+			out |= e->out[j] != NO && sto(b, e->out[j]) == s;
+		if (!in && !out)
+			continue;
+		at = k;
+		break;
+	}
+	if (at == r2) {
+		unsupported(b, "--recompute-impl non-reentrant: no op of the rerun saved what the layer's backward "
+		               "first released");
+		return 0;
+	}
+	const struct ag_event *e = &ev_[at];
+	int keeps_out = 0;
+	for (int j = 0; j < AG_MAXOUT; j++)
+		keeps_out |= e->out[j] != NO && sto(b, e->out[j]) < nkept && kept[sto(b, e->out[j])];
+	cut = at + 1;
+	if (!keeps_out) /* before its output's allocation */
+		for (cut = at; cut > r0 && ev_[cut - 1].kind == AG_EV_ALLOC;) {
+			int mine = 0;
+			for (int j = 0; j < AG_MAXOUT; j++)
+				mine |= e->out[j] != NO && sto(b, e->out[j]) == ev_[cut - 1].t;
+			if (!mine)
+				break;
+			cut--;
+		}
+	/* the storages made after the cut, which never were */
+	unsigned char *gone = zs_calloc(b->s->ntensors ? b->s->ntensors : 1, 1);
+	for (size_t k = cut; k < r2; k++)
+		if (ev_[k].kind == AG_EV_ALLOC) {
+			gone[ev_[k].t] = 1;
+			if (ev_[k].t < nkept && kept[ev_[k].t])
+				unsupported(b, "--recompute-impl non-reentrant: a tensor the rerun keeps after its early stop");
+		}
+	struct ag_event *tail = zs_malloc((r2 - cut ? r2 - cut : 1) * sizeof *tail);
+	size_t nt = 0;
+	for (int pass = 0; pass < 3; pass++) /* fork_rng's state, the wrapped numbers, the rest */
+		for (size_t k = cut; k < r2; k++) {
+			const struct ag_event *x = &ev_[k];
+			if (x->kind != AG_EV_FREE || gone[x->t])
+				continue;
+			int w = 0;
+			for (unsigned j = 0; j < nwn; j++)
+				w |= x->t == sto(b, wn[j]);
+			if ((pass == 0) == (x->t == fork) && (pass == 0 || (pass == 1) == w))
+				tail[nt++] = *x;
+		}
+	memcpy(ev_ + cut, tail, nt * sizeof *tail);
+	memmove(ev_ + cut + nt, ev_ + r2, (n - r2) * sizeof *ev_);
+	*b->n = n - (r2 - cut - nt);
+	free(tail);
+	free(gone);
+	return r2 - cut - nt;
+}
+
+/* The layer's nodes that the engine runs before the first that saved a
+ * tensor run before the rerun, which that node's unpack starts: the
+ * residual add's AddBackward0, whose gradient for a 16-bit operand under
+ * autocast is cast (the engine's validate_outputs) before the rerun and
+ * lives through it. The builder runs the layer's backward after the
+ * rerun; the backward names where the add's node ends (nr_unpack_at, its
+ * event index in nrun_at), and the events from r2 to there move to before
+ * the rerun's first event, rf (fork_rng's state). */
+static void nr_unpack_at(struct bld *b)
+{
+	if (b->nrun_on && b->nrun_at == SIZE_MAX)
+		b->nrun_at = *b->n;
+}
+
+static void nr_before_unpack(struct bld *b, size_t rf, size_t r2, size_t u)
+{
+	struct ag_event *ev_ = *b->list;
+	if (u == SIZE_MAX || u <= r2)
 		return;
-	unref(b, b->fork);
-	b->fork = NO;
-	for (unsigned k = 0; k < b->nrc->nwn; k++) /* the rerun's graph's wrapped numbers (nr_wrapped) */
-		unref(b, b->nrc->wn[k]);
-	b->nrc->nwn = 0;
-	b->phantom = 1;
-	b->ph_lo = (T)b->s->ntensors;
-	b->ph_hi = (T)-1;
+	struct ag_event *tmp_ = zs_malloc((u - r2) * sizeof *tmp_);
+	memcpy(tmp_, ev_ + r2, (u - r2) * sizeof *tmp_);
+	memmove(ev_ + rf + (u - r2), ev_ + rf, (r2 - rf) * sizeof *ev_);
+	memcpy(ev_ + rf, tmp_, (u - r2) * sizeof *tmp_);
+	free(tmp_);
 }
 
 /* Layer i's backward from g, checkpointed without reentrance
@@ -2123,56 +2202,83 @@ static void ckpt_stop(struct bld *b)
  * releases it, fork_rng's state going as the `with` exits and the
  * rerun's output (_unused) as unpack returns; 2.6's unpack_hook
  * (1111-1135) -> recompute_fn (1500-1517): the same, stopped early
- * (ckpt_stop). Then the layer's backward, the frame going as its last
- * saving node releases (ck_frame_goes). */
+ * (ckpt_early_stop). Then the layer's backward, the frame going as its
+ * last saving node releases (ck_frame_goes). */
 static T layer_bwd_nonreentrant(struct bld *b, struct model *M, const struct layer_fns *f, const T *saved, int i, T g)
 {
 	size_t n0 = b->s->ntensors;
 	uint32_t *before = zs_calloc(n0 ? n0 : 1, sizeof *before);
 	memcpy(before, b->refs, n0 * sizeof *before);
+	size_t rf = *b->n;
 	b->fork = TMP("get_rng_state (fork_rng)", AG_U8, 5056);
+	T fork = b->fork;
 	T x = saved[i];
 	ref(b, x); /* the call's argument (args, from the frame) */
 	b->nrc = &M->ck[i];
 	b->regrad = 1;
 	uint32_t draws = b->draws;
 	b->draws = M->ck[i].draws0; /* set_rng_state(fwd_cpu_state): the forward's masks again */
+	size_t r0 = *b->n;
+	struct ag_event **list = b->list;
 	T out = f->fwd(b, M, i, x, f->ctx);
 	b->draws = draws;
 	b->regrad = 0;
 	b->nrc = NULL;
-	if (b->phantom) { /* stopped early: what came after never was */
-		b->phantom = 0;
-		b->ph_hi = (T)b->s->ntensors;
-	} else {
-		unref(b, b->fork);
-	}
+	/* under autocast the rerun is a region of its own (1.13 checkpoint.py
+	 * 404-406: torch.cpu.amp.autocast(**cpu_autocast_kwargs) around the
+	 * function; 2.6 1510-1515): its cache of cast weights goes as it
+	 * exits, the nodes keeping the copies they saved */
+	ac_clear(b, M);
+	int stop = b->o->version != ZS_TORCH_1_13; /* 1.13 has no early stop: the rerun runs to its end */
+	unref(b, b->fork);
 	b->fork = NO;
+	T wn[sizeof M->ck[i].wn / sizeof *M->ck[i].wn];
+	unsigned nwn = 0;
+	if (stop) { /* the rerun's graph's wrapped numbers (nr_wrapped), let go at the stop */
+		for (unsigned k = 0; k < M->ck[i].nwn; k++)
+			unref(b, wn[nwn++] = M->ck[i].wn[k]);
+		M->ck[i].nwn = 0;
+	}
 	unref(b, out);
+	size_t r2 = *b->n;
 	/* what the rerun's nodes keep: each storage's holders it added */
 	b->nckd = b->s->ntensors;
 	b->ckd = zs_calloc(b->nckd, sizeof *b->ckd);
+	unsigned char *kept = zs_calloc(b->nckd ? b->nckd : 1, 1);
+	size_t nkept = b->nckd;
 	uint64_t left = 0;
 	for (size_t s = 0; s < b->nckd; s++) {
 		uint32_t was = s < n0 ? before[s] : 0;
 		if (b->refs[s] > was) {
-			if (s >= b->ph_lo && s < b->ph_hi)
-				unsupported(b, "--recompute-impl non-reentrant: a tensor the rerun keeps after its early stop");
 			b->ckd[s] = b->refs[s] - was;
+			kept[s] = 1;
 			left += b->ckd[s];
 		}
 	}
 	free(before);
 	b->ckleft = left, b->ckl = i, b->ckM = M;
+	b->nrfirst = NO;
+	b->nrun_at = SIZE_MAX;
+	b->nrun_on = 1;
 	if (!left)
 		ck_frame_goes(b);
 	b->nrunpack = b->o->version != ZS_TORCH_1_13;
 	T gin = f->bwd(b, M, i, g, f->ctx);
 	b->nrunpack = 0;
+	b->nrun_on = 0;
 	if (b->ckd) { /* a holder the rerun added outlived the layer's nodes */
 		unsupported(b, "--recompute-impl non-reentrant: the frame outlives the layer's backward");
 		ck_frame_goes(b);
 	}
+	if (b->list != list)
+		unsupported(b, "--recompute-impl non-reentrant: a layer's backward over two lists");
+	else {
+		size_t gone = stop ? ckpt_early_stop(b, r0, r2, fork, wn, nwn, kept, nkept) : 0;
+		nr_before_unpack(b, rf, r2 - gone, b->nrun_at == SIZE_MAX ? SIZE_MAX : b->nrun_at - gone);
+	}
+	b->nrun_at = SIZE_MAX;
+	b->nrfirst = NO;
+	free(kept);
 	return gin;
 }
 
@@ -2455,13 +2561,6 @@ static T gpt2_block_fwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 	}
 	unref(b, fc); /* the MLP's name for c_fc's output; pow's holder stays */
 	b->module = modname(b, "transformer.h.%d.mlp.c_proj", i);
-	/* c_proj's AddmmBackward0 packs mat1 and mat2 before its output; with
-	 * resid_pdrop > 0 the dropout's MulBackward0 packs its noise last
-	 * (dropout: ckstop_drop); the residual add saves none */
-	if (m->resid_pdrop > 0)
-		b->ckstop_drop = 1;
-	else
-		ckpt_stop(b);
 	ds3_mark(b, "fwd", "transformer.h.%d.mlp.c_proj", i);
 	T mo = conv1d(b, gl, blk(M, b, i, "mlp.c_proj.weight"), blk(M, b, i, "mlp.c_proj.bias"), &s->proj);
 	ds3_mark(b, "fwd_end", "transformer.h.%d.mlp.c_proj", i);
@@ -2498,6 +2597,8 @@ static T gpt2_block_bwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 		                            : dropout_bwd(b, gx, !s->rh1, s->drop_mlp);
 		if (b->o->amp != AG_F32 && !s->rh1) /* the residual requires no grad (--freeze): gx is the node's alone */
 			unref(b, gx);
+		if (b->o->amp != AG_F32)
+			nr_unpack_at(b); /* (the add's node ends: non-reentrant's rerun here) */
 		ds3_mark(b, "bwd", "transformer.h.%d.mlp.c_proj", i);
 		dgl = conv1d_bwd(b, gmo, 1, &s->proj, blk(M, b, i, "mlp.c_proj.weight"),
 		                 blk(M, b, i, "mlp.c_proj.bias"));
@@ -5520,14 +5621,18 @@ static T softcap_fwd(struct bld *b, T x, double cap, struct softcap_saved *sv)
 	T d = like(b, "div (/ softcap)", x);
 	op(b, AG_OP_DIV, x, c, NO, d, NO, NO);
 	unref(b, c);
-	sv->wdiv = w;
-	if (!k)
+	/* DivBackward0 and MulBackward0 keep their wrapped numbers (2.x's
+	 * non-reentrant forward too: nr_wrapped) */
+	T *kw = nr_wrapped(b, k ? &sv->wdiv : NULL);
+	if (kw)
+		*kw = w;
+	else
 		unref(b, w);
 	unref(b, x);
 	T t = like(b, "tanh (softcap)", d);
 	op(b, AG_OP_TANH, d, NO, NO, t, NO, NO);
 	unref(b, d);
-	T y = scalar_op(b, AG_OP_MUL_SCALAR, "mul (* softcap)", t, cap, k ? &sv->wmul : NULL);
+	T y = scalar_op(b, AG_OP_MUL_SCALAR, "mul (* softcap)", t, cap, nr_wrapped(b, k ? &sv->wmul : NULL));
 	sv->th = k ? t : NO;
 	if (!k) {
 		unref(b, t);
@@ -6116,10 +6221,6 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 	}
 	if (mu != NO) {
 		b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
-		/* down_proj's MmBackward0 packs its operands, the layer's last
-		 * saved tensors (llama; the residual add saves none), before
-		 * its output */
-		ckpt_stop(b);
 		ds3_mark(b, "fwd", "model.layers.%d.mlp.down_proj", i);
 		mo = linear(b, mu, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &s->down);
 		ds3_mark(b, "fwd_end", "model.layers.%d.mlp.down_proj", i);
@@ -6173,6 +6274,7 @@ static T llama_layer_bwd(struct bld *b, struct model *M, struct llama_layer_save
 		if (!s->rh2) /* the residual requires no grad (--freeze): the node's input goes */
 			unref(b, xbuf);
 	}
+	nr_unpack_at(b); /* (the add's node ends: non-reentrant's rerun here) */
 	/* the MLP */
 	b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
 	T dmu = NO, dx2 = NO;
@@ -7189,20 +7291,15 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * their own) around a checkpointed layer is not described; a gemma under
 	 * FSDP is refused by util/ag_ddp.c. */
 	if (o->recompute) {
-		/* non-reentrant (ckpt_stop, layer_bwd_nonreentrant): gpt2 and
-		 * llama (mistral taken as llama) in fp32 on the plain loop, eager,
-		 * against 1.13's and 2.6's allocators (tests/hf_torch.sh); 2.6's
-		 * early stop where the block's last saving op is its final
-		 * projection (no dropout inside the layer) */
+		/* non-reentrant (layer_bwd_nonreentrant; 2.x's early stop from
+		 * the layer's saved set, ckpt_early_stop): every dense family in
+		 * fp32, eager, on the plain loop, DDP and FSDP, against 1.13's
+		 * and 2.6's allocators (tests/hf_torch.sh) */
 		int nr = o->nonreentrant;
 		const char *no = o->fsdp_unit_marks ? "--lora-r under --wrapper fsdp (give --wrapper none or ddp)"
-		                 : nr && fam > 2 ? "--recompute-impl non-reentrant with this family (gpt2, llama and "
-		                                   "mistral are described)"
 		                 : nr && m->experts > 0 ? "--recompute-impl non-reentrant with a mixture of experts"
-		                 : nr && o->amp != AG_F32 ? "--recompute-impl non-reentrant under autocast (give --precision fp32)"
 		                 : nr && o->attn == ZS_ATTN_SDPA ? "--recompute-impl non-reentrant with --attn sdpa (give --attn eager)"
-		                 : nr && ((o->freeze && *o->freeze) || o->lora_r) ? "--recompute-impl non-reentrant with "
-		                                                                  "--freeze or --lora-r"
+		                 : nr && o->lora_r ? "--recompute-impl non-reentrant with --lora-r"
 		                 : nr && o->grad_accum > 1 ? "--recompute-impl non-reentrant with --grad-accum (give 1)"
 		                 : nr && o->zero1_world ? "--recompute-impl non-reentrant with ZeroRedundancyOptimizer"
 		                                               : NULL;

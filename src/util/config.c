@@ -142,10 +142,12 @@ int zs_torch_recompute_set(struct zs_config *c, const char *recompute, char **ca
 		               "gradient checkpointing reruns whole decoder layers: --recompute full); give none or full",
 		               recompute);
 	/* use_reentrant=False (util/autograd.c, layer_bwd_nonreentrant): the
-	 * plain loop so far */
-	if (c->recompute_nonreentrant && c->wrapper != ZS_WRAPPER_NONE)
+	 * plain loop, DDP and FSDP (tests/hf_torch.sh); DeepSpeed's hooks
+	 * around it are not compared yet */
+	if (c->recompute_nonreentrant && c->wrapper != ZS_WRAPPER_NONE && c->wrapper != ZS_WRAPPER_DDP &&
+	    c->wrapper != ZS_WRAPPER_FSDP)
 		return zs_fail(cause, "--recompute-impl non-reentrant with --wrapper %s: not described yet (give --wrapper "
-		               "none, or --recompute-impl reentrant)", zs_wrapper_name(c->wrapper));
+		               "none, ddp or fsdp, or --recompute-impl reentrant)", zs_wrapper_name(c->wrapper));
 	c->hf_recompute = 1;
 	return 0;
 }
