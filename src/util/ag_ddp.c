@@ -808,6 +808,11 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 		               ? "output_router_logits true (_DDPSink's clones of the router logits and the aux loss)"
 		               : "--recompute full (Hugging Face's Trainer passes find_unused_parameters False under "
 		                 "gradient checkpointing)");
+	/* DeepSpeed's ZeRO-1/2 pass writes its first step from the plain
+	 * loop's steady list (util/ag_ds.c ds_step): the plain loop's own is
+	 * not built */
+	if (c->wrapper == ZS_WRAPPER_DEEPSPEED)
+		oz.step1 = 0;
 	if (ag_step_build(s, m, p, &oz, cause) != 0)
 		return -1;
 	if (c->wrapper == ZS_WRAPPER_DEEPSPEED) {

@@ -6922,11 +6922,13 @@ const char *ag_step1_lacking(const struct zs_config *c)
 	 * FSDP's of 1.13 and 2.6, under accumulation, frozen units and
 	 * PEFT's adapter units too (util/ag_fsdp.c, held to step_peaks[0] by
 	 * tests/hf_torch.sh, ft_fsdp.sh and ft_fsdp_lora.sh); DeepSpeed's
-	 * passes rewrite the steady list alone (util/ag_ds.c, util/ag_ds3.c) */
+	 * ZeRO-1 and 2 (util/ag_ds.c writes its own from the steady list,
+	 * held to step_peaks[0] by tests/ds_bf16_torch.sh); ZeRO-3's pass
+	 * rewrites the steady list alone (util/ag_ds3.c) */
 	if (c->wrapper == ZS_WRAPPER_DDP && c->ddp_find_unused)
 		return "--wrapper ddp with --ddp-find-unused on";
-	if (c->wrapper == ZS_WRAPPER_DEEPSPEED)
-		return "--wrapper deepspeed";
+	if (c->wrapper == ZS_WRAPPER_DEEPSPEED && c->nschemes > 0 && c->schemes[0] == ZS_ZERO3)
+		return "--wrapper deepspeed --schemes zero3";
 	return NULL;
 }
 
