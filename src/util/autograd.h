@@ -446,6 +446,7 @@ struct ag_step {
 	size_t nlabels;
 	uint32_t loss, logits;          /* the loop's outputs (the last micro-step's), held to the step's
 	                                 * end: DDP's _DDPSink clones them (util/ag_ddp.h) */
+	uint32_t loss1, logits1;        /* the same of the first step's own list (step1), or AG_NONE */
 };
 
 /* Build the step of model m (gpt2, llama, mistral, qwen2, qwen3 or phi3) with parameters p
