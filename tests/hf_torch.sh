@@ -507,9 +507,9 @@ if [ "${1:-}" = torch26 ]; then
 				;;
 			esac
 			# shellcheck disable=SC2046
-			# (the plain loop's first step's peak too: ft_cmp.py --first)
+			# (the plain loop's and FSDP's first step's peak too: ft_cmp.py --first)
 			"$py" "$src/tests/ft_cmp.py" "$tmp/hf/$i.json" "$tmp/theory.json" "$tmp/measure.json" "$label (2.6)" \
-				$(case $label in (ddp2-*) echo --buckets ;; (fsdp*) ;; (*) echo --first ;; esac) || status=1
+				$(case $label in (ddp2-*) echo --buckets ;; (*) echo --first ;; esac) || status=1
 		done
 		# torch's zero1 (ZeroRedundancyOptimizer over DDP) as above, 2.6's
 		for case in \
