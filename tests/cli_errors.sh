@@ -934,11 +934,20 @@ for cmd in measure theory; do
 	# ag_step1_lacking: the one step would be the steady step's over the
 	# set-up's state, a peak PyTorch never reaches): refused by name
 	s1="has no first step of its own yet (its one step would be the steady step's over the set-up's state, which PyTorch never runs); give --steps 2"
-	try 2 "--steps 1: --wrapper ddp with --ddp-find-unused on $s1" \
-		$cmd --framework torch $ddp --schemes dp --torch-version 1.13 --ddp-find-unused on --steps 1 --out "$keep"
-	try 2 "--steps 1: --wrapper deepspeed $s1" \
-		$cmd --framework deepspeed --model "$tiny" --wrapper deepspeed --world 2 --schemes zero2 --precision fp32 \
+	# (DDP's find_unused_parameters has its own: util/ag_ddp.c's step1 on
+	# the constructor's buckets)
+	try 0 "" $cmd --framework torch $ddp --schemes dp --torch-version 1.13 --ddp-find-unused on --steps 1 \
+		--out "$tmp/fu-s1-$cmd.json"
+	grep -q '"first_step_peak"' "$tmp/fu-s1-$cmd.json" ||
+		fail "$cmd --steps 1 under --ddp-find-unused on: no first_step_peak in $tmp/fu-s1-$cmd.json"
+	try 2 "--steps 1: --wrapper deepspeed --schemes zero3 $s1" \
+		$cmd --framework deepspeed --model "$tiny" --wrapper deepspeed --world 1 --schemes zero3 --precision fp32 \
 		--torch-version 1.13 --torch-device cpu --steps 1 --out "$keep"
+	# (DeepSpeed's ZeRO-1 and 2 have theirs: util/ag_ds.c's step1)
+	try 0 "" $cmd --framework deepspeed --model "$tiny" --wrapper deepspeed --world 2 --schemes zero2 --precision fp32 \
+		--torch-version 1.13 --torch-device cpu --steps 1 --out "$tmp/ds-s1-$cmd.json"
+	grep -q '"first_step_peak"' "$tmp/ds-s1-$cmd.json" ||
+		fail "$cmd --steps 1 under --wrapper deepspeed: no first_step_peak in $tmp/ds-s1-$cmd.json"
 	# (a mixture's theory takes a run's routing: measure's alone here)
 	if [ $cmd = measure ]; then
 		try 2 "--steps 1: a mixture of experts $s1" \

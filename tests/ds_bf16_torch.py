@@ -418,11 +418,13 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
             mark(f"step:{step + 1}")
     stream = hf_torch.replay(hf_torch.memory_events(prof))
     last = hf_torch.analyse_step(stream, a.steps)
+    first = hf_torch.analyse_step(stream, 1)  # the first step: Adam's state and _global_grad_norm made in it
     return dict(model=model_json, dtype=dtype, stage=stage, lora=lora, freeze=freeze, lora_dropout=lora_dropout,
                 accum=accum, recompute=recompute, world=world, rank=rank, bucket=a.bucket,
                 torch=torch.__version__,
                 params=zo.S, between=stream[-1][0], peak=last["peak"], peak_phase=last["phase"],
-                peak_after=last["after"], marks={l: v for l, v in last["boundaries"]}, losses=losses)
+                peak_after=last["after"], marks={l: v for l, v in last["boundaries"]}, losses=losses,
+                first_peak=first["peak"], first_marks={l: v for l, v in first["boundaries"]})
 
 
 def main():
@@ -503,7 +505,8 @@ def worker(rank, a, world, cases, store):
     for c in cases:
         d = run(a, *c, world=world, rank=rank, pg=pg)
         every = [None] * world
-        dist.all_gather_object(every, {k: d[k] for k in ("between", "peak", "peak_phase", "marks", "losses")})
+        dist.all_gather_object(every, {k: d[k] for k in ("between", "peak", "peak_phase", "marks", "losses",
+                                                                   "first_peak", "first_marks")})
         d["ranks"] = every
         if rank == 0:
             print(json.dumps(d, sort_keys=True), flush=True)

@@ -8,7 +8,10 @@
 #  - fp32 at N = 1 and N = 2 (gloo): zerosim's theory of `--wrapper
 #    deepspeed` (util/ag_ds.c) equals PyTorch's allocator to the byte on
 #    every rank: between steps, the steady step's peak, and the live bytes
-#    at every mark zerosim's step names; and so under LoRA (llama-tiny,
+#    at every mark zerosim's step names; the first step's peak and its
+#    marks (util/ag_ds.c's step1: the theory's first_step_peak and
+#    --steps 1's peak and marks, against the transcription's step 1, whose
+#    client Adam makes its state lazily); and so under LoRA (llama-tiny,
 #    q_proj and v_proj r 4, tests/ft_torch.py's PEFT layer) with block 0's
 #    adapters frozen (`--lora-r 4 --freeze blocks:0-0`: the flat buffer
 #    block 1's adapters alone, 896 elements, counted by hand);
@@ -16,7 +19,8 @@
 #    {"bf16": {"enabled": true}}: module.bfloat16(), engine.py 1224-1231;
 #    zerosim's `--wrapper deepspeed --precision mixed`): zerosim's theory
 #    equals PyTorch's allocator to the byte, between steps, the peak and
-#    every mark, stages 1 and 2, both models; PyTorch's bytes between steps
+#    every mark, the first step's peak and marks, stages 1 and 2, both
+#    models; PyTorch's bytes between steps
 #    are also the fp32 run's less 2 bytes a parameter (the 16-bit flat
 #    buffer; the fp32 partition and Adam's moments stay fp32) and less half
 #    the model's fp32 buffers (module.bfloat16() casts them: gpt2's
@@ -59,7 +63,8 @@
 # About 67 s on a 2-core machine at load 16 (59 s there without the bf16
 # rows: 8 profiled runs in one python3, then 4 in each of 2 gloo ranks;
 # the bf16 rows add no python, 6 zerosim measures and 4 theories; the
-# LoRA rows 2 runs in each, 2 theories: about 1 s of CPU). The frozen,
+# LoRA rows 2 runs in each, 2 theories: about 1 s of CPU; the first
+# step's rows 10 theories of 0.1 s and no run). The frozen,
 # LoRA, accumulation and recompute bf16 rows add 13 profiled runs to the
 # same python3 (N = 1), 11 theories and 14 measures.
 set -u
@@ -90,8 +95,13 @@ for model in gpt2-tiny llama-tiny; do
 		{
 			"$zerosim" theory $run --precision fp32 --world 1,2 --out "$tmp/t-$model-$stage.json" ||
 				fail "theory $model zero$stage"
+			# the first step (util/ag_ds.c's step1): its marks are --steps 1's
+			"$zerosim" theory $run --precision fp32 --world 1,2 --steps 1 --out "$tmp/t1-$model-$stage.json" ||
+				fail "theory $model zero$stage --steps 1"
 			"$zerosim" theory $run --precision mixed --world 1,2 --out "$tmp/tb-$model-$stage.json" ||
 				fail "theory $model zero$stage --precision mixed"
+			"$zerosim" theory $run --precision mixed --world 1 --steps 1 --out "$tmp/tb1-$model-$stage.json" ||
+				fail "theory $model zero$stage --precision mixed --steps 1"
 			# bf16 measured at N = 1, and at N = 2 once a model
 			world=1
 			[ "$model/$stage" = gpt2-tiny/2 ] || [ "$model/$stage" = llama-tiny/1 ] && world=1,2
@@ -101,7 +111,9 @@ for model in gpt2-tiny llama-tiny; do
 				fail "measure $model zero$stage --precision fp32"
 			# LoRA r 4 (q_proj, v_proj) with block 0's adapters frozen
 			[ $model = llama-tiny ] && { "$zerosim" theory $run --precision fp32 --world 1,2 --lora-r 4 \
-				--freeze blocks:0-0 --out "$tmp/tl-$model-$stage.json" ||
+				--freeze blocks:0-0 --out "$tmp/tl-$model-$stage.json" &&
+				"$zerosim" theory $run --precision fp32 --world 1,2 --lora-r 4 --freeze blocks:0-0 --steps 1 \
+				--out "$tmp/tl1-$model-$stage.json" ||
 				fail "theory $model zero$stage --lora-r 4 --freeze blocks:0-0"; }
 		}
 	done
@@ -157,6 +169,8 @@ def agree(tag, got, t):
     """one rank's figures against zerosim's (t: its between, peak, marks)"""
     n = 0
     for what, g, w in (("between steps", got["between"], t[0]), ("peak", got["peak"], t[1])):
+        if w is None and what == "between steps":  # the first step's: checked with the run's
+            continue
         if g != w:
             print(f"{tag} {what}: PyTorch {g}, zerosim {w} ({g - w:+d})")
             n += 1
@@ -193,6 +207,20 @@ def held(tag, got, row, stage):
 def close(a, b):
     """3 losses each, within 2e-3 relative"""
     return len(a) == 3 and len(b) == 3 and all(abs(x - y) <= 2e-3 * abs(y) for x, y in zip(a, b))
+def first(tag, got, t, t1, rank=None):
+    """one rank's first step against zerosim's (util/ag_ds.c's step1): its
+    peak, the theory's first_step_peak (t, of 3 steps; rank 0's: the
+    ranks' equal where it is given) and --steps 1's peak and marks (t1,
+    step 1's list); got: the reference's analyse_step(stream, 1)"""
+    n = 0
+    if rank is None and got["first_peak"] != t.get("first_step_peak"):
+        print(f"{tag} first step's peak: PyTorch {got['first_peak']}, zerosim {t.get('first_step_peak')}")
+        n += 1
+    pk, mk = (t1["peak_bytes"], t1.get("marks")) if rank is None else \
+        (t1["per_rank"]["peak_bytes"][rank], t1["per_rank"]["marks"][rank])
+    m, k = agree(f"{tag} first step", {"between": None, "peak": got["first_peak"], "marks": got["first_marks"]},
+                 (None, pk, mk))
+    return n + m, k
 for model in ("gpt2-tiny", "llama-tiny"):
     c = json.load(open(f"{models}/{model}.json"))
     # the trained parameters, by hand from the shape (the tied table once)
@@ -219,6 +247,9 @@ for model in ("gpt2-tiny", "llama-tiny"):
         tag = f"{model} zero{stage}"
         t = rows[1]
         bad += agree(f"{tag} fp32 N=1", fp, (t["resident_bytes"], t["peak_bytes"], t.get("marks")))[0]
+        rows1 = {r["world"]: r["schedule"] for r in json.load(open(f"{tmp}/t1-{model}-{stage}.json"))["rows"]}
+        nf, nfm = first(f"{tag} fp32 N=1", fp, t, rows1[1])
+        bad += nf
         pr = rows[2]["per_rank"]
         if len(fp2["ranks"]) != 2:
             print(f"{tag} N=2: {len(fp2['ranks'])} ranks' figures")
@@ -226,6 +257,7 @@ for model in ("gpt2-tiny", "llama-tiny"):
         for r, got in enumerate(fp2["ranks"]):
             bad += agree(f"{tag} fp32 N=2 rank {r}", got,
                          (pr["resident_bytes"][r], pr["peak_bytes"][r], pr["marks"][r]))[0]
+            bad += first(f"{tag} fp32 N=2 rank {r}", got, rows[2], rows1[2], r)[0]
         tm = t.get("marks") or {}
         if fp["params"] != L or bf["params"] != L:
             print(f"{tag}: the flat buffer holds {fp['params']} (bf16 {bf['params']}) elements, not {L} by hand")
@@ -244,6 +276,7 @@ for model in ("gpt2-tiny", "llama-tiny"):
         tb = trows[1]
         nb, nmarks = agree(f"{tag} bf16 N=1", bf, (tb["resident_bytes"], tb["peak_bytes"], tb.get("marks")))
         bad += nb
+        bad += first(f"{tag} bf16 N=1", bf, tb, json.load(open(f"{tmp}/tb1-{model}-{stage}.json"))["rows"][0]["schedule"])[0]
         runs_b = json.load(open(f"{tmp}/mb-{model}-{stage}.json"))["runs"]
         bad += measured(f"{tag} bf16", runs_b, trows)
         if len(runs_b) != (2 if (model, stage) in (("gpt2-tiny", 2), ("llama-tiny", 1)) else 1):
@@ -256,7 +289,10 @@ for model in ("gpt2-tiny", "llama-tiny"):
             bad += 1
         print(f"figures, {tag}: fp32 {len(tm)} marks, between {fp['between']}, peak {fp['peak']} ({fp['peak_phase']}),"
               f" N=2 {' '.join('%d/%d' % (x['between'], x['peak']) for x in fp2['ranks'])};"
+              f" first step's peak {fp['first_peak']} ({nfm} marks), N=2"
+              f" {' '.join('%d' % x['first_peak'] for x in fp2['ranks'])};"
               f" bf16 between {bf['between']} (L = {L}), peak {bf['peak']} ({bf['peak_phase']}),"
+              f" first step's {bf['first_peak']},"
               f" losses {' '.join('%.5f' % x for x in bf['losses'])} (fp32 {' '.join('%.5f' % x for x in fp['losses'])});"
               f" zerosim's bf16 = PyTorch's at {nmarks} marks, measure = theory at N ="
               f" {','.join(str(r['world']) for r in runs_b)}, losses {' '.join('%.5f' % x for x in zb)}"
@@ -277,13 +313,17 @@ for stage in (1, 2):
     t = rows[1]
     nb, nmarks = agree(f"{tag} N=1", one, (t["resident_bytes"], t["peak_bytes"], t.get("marks")))
     bad += nb
+    rows1 = {x["world"]: x["schedule"] for x in json.load(open(f"{tmp}/tl1-llama-tiny-{stage}.json"))["rows"]}
+    bad += first(f"{tag} N=1", one, t, rows1[1])[0]
     pr = rows[2]["per_rank"]
     for k, got in enumerate(two["ranks"]):
         bad += agree(f"{tag} N=2 rank {k}", got, (pr["resident_bytes"][k], pr["peak_bytes"][k], pr["marks"][k]))[0]
+        bad += first(f"{tag} N=2 rank {k}", got, rows[2], rows1[2], k)[0]
     if len(two["ranks"]) != 2 or one["params"] != L:
         print(f"{tag}: {len(two['ranks'])} ranks' figures, the flat buffer {one['params']} elements, not {L} by hand")
         bad += 1
     print(f"figures, {tag}: between {one['between']}, peak {one['peak']} ({one['peak_phase']}), {nmarks} marks,"
+          f" first step's peak {one['first_peak']},"
           f" N=2 {' '.join('%d/%d' % (x['between'], x['peak']) for x in two['ranks'])}; flat buffer {L} elements")
 # DeepSpeed's bf16 over frozen parameters and LoRA (--precision mixed):
 # module.bfloat16() after the freezing and PEFT's wrapping casts every

@@ -5,8 +5,12 @@
 # at N = 1 in its own block at the end, util/ag_ds3.c):
 #  - theory = measure to the byte (json_agree: between steps, peak, every
 #    category, every rank's, comm per step, each phase's peak; and the
-#    bytes at every mark) over N = 1, 2, 3, gpt2-tiny and llama-tiny,
-#    zero1 and zero2;
+#    bytes at every mark; the first step's peak, first_step_peak) over
+#    N = 1, 2, 3, gpt2-tiny and llama-tiny, zero1 and zero2;
+#  - --steps 1 (the first step's own list, util/ag_ds.c's step1): theory =
+#    measure and at every mark, the 3-step run's first step, and its
+#    forward and backward 8 L + 8 bytes below the steady step's at N = 1
+#    (no Adam state nor _global_grad_norm yet), L by hand;
 #  - the losses of 3 steps equal to --wrapper ddp's, and the final weights,
 #    bit for bit at N = 1 and 2 (DeepSpeed divides by N before the sum,
 #    DDP multiplies by 1/N: the same floats where N is a power of two); at
@@ -104,6 +108,10 @@ rows() {
 				field "$t" $w marks >"$tmp/marks-t"
 				[ -s "$tmp/marks-m" ] && cmp -s "$tmp/marks-m" "$tmp/marks-t" ||
 					fail "the marks differ (or are missing), $model $scheme N=$w $*"
+				# the first step, a list of its own (util/ag_ds.c's step1)
+				f1=$(field "$m" $w first_step_peak)
+				[ "$f1" = "$(field "$t" $w first_step_peak)" ] && [ "$f1" -gt 0 ] 2>/dev/null ||
+					fail "$model $scheme N=$w $*: first step's peak $f1, theory's $(field "$t" $w first_step_peak)"
 			done
 		done
 		ddp=$tmp/ddp-$model$tag.json
@@ -213,6 +221,48 @@ for scheme in zero1 zero2; do
 	done
 done
 echo "ok: where the second forward starts K = 2 holds 1024 + 4 + 4 L (+ the bucket, stage 1) bytes more than K = 1"
+
+# --steps 1: the first step alone (util/ag_ds.c's step1: Adam's state
+# made by the client Adam's first step(), _global_grad_norm by step()'s
+# division, stage_1_and_2.py 1858): theory = measure to the byte and at
+# every mark (step 1's own); its peak the 3-step run's first_step_peak,
+# its bytes after it the 3-step run's between steps; and through its
+# forward and backward (the theory's phase peaks) 8 S + 8 bytes below the
+# steady step's, by hand at
+# N = 1 (S = L, even): no exp_avg, exp_avg_sq (4 S each), Adam's step and
+# _global_grad_norm (4 B each) yet (tests/ds_bf16_torch.sh holds both
+# steps to PyTorch's)
+for scheme in zero1 zero2; do
+	m=$tmp/m1-$scheme.json t=$tmp/t1-$scheme.json m3=$tmp/m-gpt2-tiny-$scheme.json
+	# (no --timeline: with --steps 1 the theory's phase_peak_bytes.setup is
+	# the state after step 1, the timeline's the set-up's, as for every
+	# framework's --steps 1 on da7b016 too)
+	# shellcheck disable=SC2086
+	"$zerosim" measure -q $ds $step --steps 1 --model "$tiny" --schemes $scheme --world 1,2,3 --out "$m" ||
+		fail "measure --steps 1 $scheme"
+	# shellcheck disable=SC2086
+	"$zerosim" theory $ds $step --steps 1 --model "$tiny" --schemes $scheme --world 1,2,3 --out "$t" ||
+		fail "theory --steps 1 $scheme"
+	out=$("$agree" "$m" "$t") || fail "theory and measure differ, --steps 1 $scheme: $out"
+	[ "$out" = "json_agree: 3 points agree exactly" ] || fail "--steps 1 $scheme: $out"
+	for w in 1 2 3; do
+		field "$m" $w marks >"$tmp/marks-m"
+		field "$t" $w marks >"$tmp/marks-t"
+		[ -s "$tmp/marks-m" ] && cmp -s "$tmp/marks-m" "$tmp/marks-t" || fail "the marks differ, --steps 1 $scheme N=$w"
+		for k in peak_bytes:first_step_peak resident_bytes:resident_bytes; do
+			[ "$(field "$m" $w "${k%%:*}")" = "$(field "$m3" $w "${k#*:}")" ] ||
+				fail "--steps 1 $scheme N=$w: ${k%%:*} $(field "$m" $w "${k%%:*}"), the 3-step run's ${k#*:}" \
+					"$(field "$m3" $w "${k#*:}")"
+		done
+	done
+	for ph in forward backward; do
+		got=$(($(field "$tmp/t-gpt2-tiny-$scheme.json" 1 phase_peak_bytes "$ph") - $(field "$t" 1 phase_peak_bytes "$ph")))
+		[ "$got" -eq $((8 * L + 8)) ] || fail "--steps 1 $scheme N=1: step 1's $ph peaks $got bytes below the" \
+			"steady step's, not 8 x $L + 8 (Adam's moments and step, _global_grad_norm)"
+	done
+done
+echo "ok: --steps 1 (the first step's own list): theory = measure and at every mark, the 3-step run's first step;" \
+	"its forward and backward 8 L + 8 bytes below the steady step's at N = 1"
 
 # The engine's self.losses from the backward to the step, by hand against
 # the plain loop (--wrapper none, .grads set to None at zero_grad): from

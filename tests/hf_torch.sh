@@ -516,9 +516,9 @@ if [ "${1:-}" = torch26 ]; then
 				;;
 			esac
 			# shellcheck disable=SC2046
-			# (the plain loop's first step's peak too: ft_cmp.py --first)
+			# (the plain loop's and FSDP's first step's peak too: ft_cmp.py --first)
 			"$py" "$src/tests/ft_cmp.py" "$tmp/hf/$i.json" "$tmp/theory.json" "$tmp/measure.json" "$label (2.6)" \
-				$(case $label in (ddp2-*) echo --buckets ;; (fsdp*) ;; (*) echo --first ;; esac) || status=1
+				$(case $label in (ddp2-*) echo --buckets ;; (*) echo --first ;; esac) || status=1
 		done
 		# torch's zero1 (ZeroRedundancyOptimizer over DDP) as above, 2.6's
 		for case in \
@@ -957,7 +957,10 @@ done
 # at N = 2 has the measure's traffic (the buckets' all-reduces and the
 # used map's); and the steady step event for event against 1.13's clean
 # step (tests/ag_events with wrapper=ddp: _DDPSink's clones of the loss
-# and the logits, the model's own going as DDP's forward returns).
+# and the logits, the model's own going as DDP's forward returns); the
+# first step, a list of its own on the constructor's buckets (util/ag_ddp.c:
+# no rebuild, _DDPSink cloning step 1's outputs): its peak (ft_cmp.py
+# --first, theory and measure) and its list event for event (step=1).
 fu="$ddp --ddp-find-unused on"
 # (in batches, as the loop above: $tmp/fu PyTorch's, $tmp/fz the theory's)
 for phase in add check; do
@@ -998,15 +1001,25 @@ EOF
 			exit 99
 		fi
 	done
-	"$py" "$src/tests/ft_cmp.py" "$tmp/out.json" - "$tmp/measure.json" "$label" --buckets || status=1
+	# (and the first step, a list of its own on the constructor's
+	# buckets: ft_cmp.py --first, step_peaks[0])
+	"$py" "$src/tests/ft_cmp.py" "$tmp/out.json" - "$tmp/measure.json" "$label" --buckets --first || status=1
 	"$py" "$src/tests/ft_cmp.py" "$tmp/out.json" "$tmp/theory.json" "$tmp/measure.json" "$label (theory N = 2)" \
-		--comm || status=1
-	# shellcheck disable=SC2046
-	"$top/tests/ag_events" "$tmp/$cfg.json" 2 32 torch-version=1.13 torch-device=cpu zero-grad="$zg" \
-		optimizer-impl=single precision=fp32 schemes=dp wrapper=ddp ddp-find-unused=on \
-		$(case $targs in (*bucket-cap-mb*) echo bucket-cap=0.25 ;; esac) >"$tmp/ev" ||
-		{ echo "hf_torch: FAIL: $label: tests/ag_events" >&2; exit 99; }
-	"$py" "$tmp/ev_cmp.py" "$tmp/ev" "$tmp/fu/$i.trace.rank0.clean" "$label" || status=1
+		--comm --first || status=1
+	# the steady step's list, then the first step's (step=1), each
+	# against 1.13's rank 0 event for event
+	for st in "" step=1; do
+		# shellcheck disable=SC2046,SC2086
+		"$top/tests/ag_events" "$tmp/$cfg.json" 2 32 $st torch-version=1.13 torch-device=cpu zero-grad="$zg" \
+			optimizer-impl=single precision=fp32 schemes=dp wrapper=ddp ddp-find-unused=on \
+			$(case $targs in (*bucket-cap-mb*) echo bucket-cap=0.25 ;; esac) >"$tmp/ev" ||
+			{ echo "hf_torch: FAIL: $label: tests/ag_events $st" >&2; exit 99; }
+		if [ -z "$st" ]; then
+			"$py" "$tmp/ev_cmp.py" "$tmp/ev" "$tmp/fu/$i.trace.rank0.clean" "$label" || status=1
+		else
+			"$py" "$tmp/ev_cmp.py" "$tmp/ev" "$tmp/fu/$i.trace.rank0.step1" "$label (first step)" || status=1
+		fi
+	done
 done
 done
 exit $status

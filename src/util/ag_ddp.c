@@ -254,15 +254,16 @@ static uint32_t param_of_grad(const struct ag_step *s, uint32_t g)
 
 /* _DDPSink (distributed.py 1.13, 155-169 and 1080-1097: find_unused_parameters
  * True): forward returns a clone of each output tensor, the loss's first,
- * then the logits'; as DDP.forward returns, the model's own outputs go
+ * then the logits' (loss, logits: the list's own); as DDP.forward returns, the model's own outputs go
  * (the flattened list's items released last to first: the logits, then
  * the loss), nothing else holding them (checked: no later op of the step
  * reads them). *cl, *cg: the clones' storages, which the loop holds in
  * their place. 0, or -1 with *cause. */
-static int ddp_sink(struct ag_pass *p, enum zs_phase ph, uint32_t *cl, uint32_t *cg, char **cause)
+static int ddp_sink(struct ag_pass *p, enum zs_phase ph, uint32_t loss, uint32_t logits, uint32_t *cl, uint32_t *cg,
+                    char **cause)
 {
 	struct ag_step *s = p->s;
-	uint32_t out[2] = {s->loss, s->logits}, *clone[2] = {cl, cg};
+	uint32_t out[2] = {loss, logits}, *clone[2] = {cl, cg};
 	static const char *const what[2] = {"clone (_DDPSink: the loss)", "clone (_DDPSink: the logits)"};
 	for (int k = 0; k < 2; k++) {
 		if (out[k] == NO || out[k] >= s->ntensors || !contiguous(&s->tensor[out[k]]))
@@ -276,8 +277,8 @@ static int ddp_sink(struct ag_pass *p, enum zs_phase ph, uint32_t *cl, uint32_t 
 		agp_alloc(p, *clone[k], ph);
 		agp_op(p, ph, AG_OP_COPY, out[k], agp_view_as(p, *clone[k], out[k], 0));
 	}
-	agp_free(p, s->tensor[s->logits].storage, ph);
-	agp_free(p, s->tensor[s->loss].storage, ph);
+	agp_free(p, s->tensor[logits].storage, ph);
+	agp_free(p, s->tensor[loss].storage, ph);
 	return 0;
 }
 
@@ -345,6 +346,7 @@ struct ddp_run {
 	uint32_t used, used_dev;
 	const uint32_t *st;
 	size_t nbuf;
+	uint32_t loss, logits; /* the list's outputs (_DDPSink's): step 1's own or the steady step's */
 };
 
 /* reducer.cpp's rebuild_buckets at step 2's forward (distributed.py 1.13,
@@ -455,10 +457,10 @@ static int ddp_list(struct ag_pass *p, const struct ddp_run *r, const struct lay
 	for (size_t i = 0; i < nsrc && rc == 0; i++) {
 		const struct ag_event *e = &src[i];
 		if (r->find_unused && is_mark(e, "phase:backward") && out_loss == NO) {
-			if ((rc = ddp_sink(p, ZS_PH_FORWARD, &clone_loss, &clone_logits, cause)) != 0)
+			if ((rc = ddp_sink(p, ZS_PH_FORWARD, r->loss, r->logits, &clone_loss, &clone_logits, cause)) != 0)
 				break;
-			out_loss = s->tensor[s->loss].storage;
-			out_logits = s->tensor[s->logits].storage;
+			out_loss = s->tensor[r->loss].storage;
+			out_logits = s->tensor[r->logits].storage;
 		}
 		if (out_loss != NO && e->kind == AG_EV_FREE && (e->t == out_loss || e->t == out_logits)) {
 			/* the loop's `del` of its outputs: the clones */
@@ -575,12 +577,14 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 		has_forward = is_mark(&s->event[i], "phase:forward");
 	if (!has_forward)
 		return zs_fail(cause, "--wrapper ddp: internal error: the step has no phase:forward mark");
-	/* the first step as a list of its own (ag_options.step1): not with
-	 * find_unused_parameters (its buckets never rebuilt, its unused
-	 * parameters' grads None in step 1 and _DDPSink's clones of step 1's
-	 * own outputs: not described; ag_options_from_config does not set it) */
-	if (s->step1 != NULL && find_unused)
-		return zs_fail(cause, "--wrapper ddp: internal error: a first step of its own with find_unused_parameters");
+	/* the first step as a list of its own (ag_options.step1): with
+	 * find_unused_parameters on the constructor's buckets as every step
+	 * (never rebuilt), _DDPSink cloning step 1's own outputs (loss1,
+	 * logits1); a parameter unused in step 1 (a mixture's idle expert:
+	 * its grad None, zeroed slot, clone_obey_contract) has no step 1 of
+	 * its own (ag_step_build builds none for a mixture) */
+	if (s->step1 != NULL && find_unused && (s->loss1 == NO || s->logits1 == NO))
+		return zs_fail(cause, "--wrapper ddp: internal error: the first step's outputs are not known");
 	/* The gradients' ready order: each grad's AccumulateGrad in backward
 	 * (the steady step's grads: under set_to_none the first step's own
 	 * list makes others, of the same parameters, left out here). */
@@ -675,7 +679,8 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 	uint64_t cap = (uint64_t)(bucket_cap_mb * 1024.0 * 1024.0);
 	struct layout L = {0}, L0 = {0};
 	cut(p, ready, find_unused ? ctor : ord, ngrads, (uint64_t)first_bucket_bytes, cap, &L);
-	if (s->step1 != NULL)
+	const int rebuilds = s->step1 != NULL && !find_unused; /* step 2's forward rebuilds L0 into L */
+	if (rebuilds)
 		cut(p, ready, ctor, ngrads, UINT64_MAX, UINT64_MAX, &L0);
 	free(ord);
 	free(ctor);
@@ -709,7 +714,7 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 	 * (the step's list every step's) the rebuilt ones, as the rebuild
 	 * leaves them: the same bytes (the constructor's one bucket is Psi * 4
 	 * bytes, as the rebuilt ones together are) */
-	const struct layout *made = s->step1 != NULL ? &L0 : &L;
+	const struct layout *made = rebuilds ? &L0 : &L;
 	for (size_t k = 0; k < made->nbuckets; k++)
 		agp_alloc(p, made->buckets[k], ZS_PH_SETUP);
 	/* find_unused_parameters: the reducer's used-parameter maps, made last
@@ -718,7 +723,8 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 	 * parameter the reducer holds), held as 4-byte words (the list has no
 	 * int32: the same bytes, and a count of ranks is exact in fp32) */
 	struct ddp_run r = {.o = o, .world = world, .find_unused = find_unused, .ready = ready, .ngrads = ngrads,
-	                    .nused = nused, .used = NO, .used_dev = NO, .st = st};
+	                    .nused = nused, .used = NO, .used_dev = NO, .st = st, .loss = s->loss1,
+	                    .logits = s->logits1};
 	if (find_unused) {
 		r.used = agp_storage(p, "local_used_map_ (int32, a word a parameter)", AG_F32, ngrads, 0, ZS_CAT_SCRATCH);
 		agp_alloc(p, r.used, ZS_PH_SETUP);
@@ -742,7 +748,13 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 	 * the first K - 1, step 2's first, as at K = 1 */
 	int rc = 0;
 	const unsigned K = o->grad_accum ? o->grad_accum : 1;
-	if (s->step1 != NULL && K > 1 && !o->ddp_no_sync) {
+	if (s->step1 != NULL && find_unused) {
+		/* find_unused_parameters: step 1 on the constructor's buckets,
+		 * which every later step keeps (no rebuild, no step 2 of its own) */
+		rc = ddp_list(p, &r, &L, NULL, 0, s->step1, s->nstep1, cause);
+		if (rc == 0)
+			agp_take(p, &s->step1, &s->nstep1);
+	} else if (s->step1 != NULL && K > 1 && !o->ddp_no_sync) {
 		rc = ddp_list(p, &r, &L, &L0, 1, s->step1, s->nstep1, cause);
 		if (rc == 0)
 			agp_take(p, &s->step1, &s->nstep1);
@@ -750,11 +762,15 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 		rc = ddp_list(p, &r, &L0, NULL, 0, s->step1, s->nstep1, cause);
 		if (rc == 0)
 			agp_take(p, &s->step1, &s->nstep1);
+		r.loss = s->loss;
+		r.logits = s->logits;
 		if (rc == 0)
 			rc = ddp_list(p, &r, &L, &L0, 0, s->event, s->nevents, cause);
 		if (rc == 0)
 			agp_take(p, &s->step2, &s->nstep2);
 	}
+	r.loss = s->loss;
+	r.logits = s->logits;
 	if (rc == 0)
 		rc = ddp_list(p, &r, &L, NULL, 0, s->event, s->nevents, cause);
 	if (rc == 0)
@@ -808,6 +824,11 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 		               ? "output_router_logits true (_DDPSink's clones of the router logits and the aux loss)"
 		               : "--recompute full (Hugging Face's Trainer passes find_unused_parameters False under "
 		                 "gradient checkpointing)");
+	/* DeepSpeed's ZeRO-1/2 pass writes its first step from the plain
+	 * loop's steady list (util/ag_ds.c ds_step): the plain loop's own is
+	 * not built */
+	if (c->wrapper == ZS_WRAPPER_DEEPSPEED)
+		oz.step1 = 0;
 	if (ag_step_build(s, m, p, &oz, cause) != 0)
 		return -1;
 	if (c->wrapper == ZS_WRAPPER_DEEPSPEED) {

@@ -339,10 +339,16 @@ void ag_ds_first_step(struct ag_pass *p, uint32_t am, uint32_t av, uint32_t aste
 	agp_take(p, &p->s->first_step, &p->s->nfirst);
 }
 
-size_t ag_ds_adam_step(struct ag_pass *p, const struct ag_options *o, const struct ag_param_state *ps)
+/* The client Adam over one partition (ag_ds_adam_step); first: its first
+ * step() (torch.optim.Adam's lazy state, step, exp_avg and exp_avg_sq
+ * made and zeroed before the update: ag_optimizer_first_events). */
+static size_t adam_step(struct ag_pass *p, const struct ag_options *o, const struct ag_param_state *ps, int first)
 {
 	size_t at = p->nev;
-	ag_optimizer_events(p->s, o, ps, 1, &p->ev, &p->nev, &p->cap);
+	if (first)
+		ag_optimizer_first_events(p->s, o, ps, 1, &p->ev, &p->nev, &p->cap);
+	else
+		ag_optimizer_events(p->s, o, ps, 1, &p->ev, &p->nev, &p->cap);
 	p->cap_tensors = p->s->ntensors; /* it grew the tensors by its own */
 	for (size_t j = at; j < p->nev; j++) /* (its mark is the step's, the caller's) */
 		if (p->ev[j].kind == AG_EV_MARK) {
@@ -351,6 +357,11 @@ size_t ag_ds_adam_step(struct ag_pass *p, const struct ag_options *o, const stru
 			break;
 		}
 	return at;
+}
+
+size_t ag_ds_adam_step(struct ag_pass *p, const struct ag_options *o, const struct ag_param_state *ps)
+{
+	return adam_step(p, o, ps, 0);
 }
 
 void ag_ds_walk_begin(struct ag_ds_walk *wk, struct ag_pass *p, const struct ag_ds_params *pp, uint32_t at_backward,
@@ -682,11 +693,245 @@ uint32_t *ag_ds_param_views(struct ag_pass *p, const struct ag_ds_params *pp, ui
 
 /* ------------------------------------------------------------------------ */
 
+/* The state a step's list is written with (ds_step). */
+struct ds_state {
+	uint32_t fp32p, am, av, astep, gnorm;
+};
+
+/* One step's list into s->event, from the plain loop's steady list there
+ * (the engine sets every .grad to None, so its first forward and
+ * backward are its steady ones: the list is built with zero_grad none).
+ * first: the run's first step (ag_step.step1; docs/schedule.md, "The
+ * first step"), which differs from the steady step in what DeepSpeed and
+ * the client Adam make once: Adam's state, made by its first step()
+ * (torch/optim/adam.py, 1.13's 202-222, inside _optimizer_step,
+ * 1811-1824), and _global_grad_norm, a Python float 0. (211) until the
+ * first step() makes the tensor (1858) that later steps replace. The
+ * rest is every step's: the ipg bucket made by each backward (2046-2053)
+ * and dropped by the epilogue (_release_ipg_buffers, 676-680);
+ * averaged_gradients made by each epilogue (786-793) and set to None by
+ * step() (1904); the fp32 partition's .grad set by step() (1902) and to
+ * None after the update (1914). 0, or -2 (an internal error). */
+static int ds_step(struct ds *d, const struct ag_ds_params *ppc, const struct ag_options *o, int stage2,
+                   const struct ds_state *sv, int first, char **cause)
+{
+	struct ag_pass *p = d->p;
+	const unsigned world = d->N;
+	const uint32_t fp32p = sv->fp32p, am = sv->am, av = sv->av, astep = sv->astep, gnorm = sv->gnorm;
+	struct ag_ds_params pp_ = *ppc, *pp = &pp_;
+	int rc = 0;
+	d->nb = 0;
+	d->used = 0;
+	d->have_avg = 0;
+	for (unsigned r = 0; r < world; r++)
+		d->gip[r] = NO;
+	/* the step: under --grad-accum K its K micro-steps, each the engine's
+	 * backward (engine.py 2085-2152) over its loss divided by K
+	 * (_scale_loss_by_gas, 1904-1910: the loop's own division in the plain
+	 * step, the same op, made by the engine instead and gone when its
+	 * backward returns, 2152); the optimizer's backward (2038-2060): the
+	 * bucket, then loss_scaler.backward's */
+	struct ag_ds_walk wk;
+	ag_ds_walk_begin(&wk, p, pp, d->bucket, o->grad_accum, stage2);
+	const struct ag_event *e;
+	size_t kg;
+	while ((rc = ag_ds_next(&wk, &e, &kg, cause)) == 1) {
+		if (e->kind == AG_EV_GRAD_READY) {
+			/* stage 2: the hook on its AccumulateGrad (904-920) */
+			if (stage2)
+				ipg_add(d, kg, wk.put_t, wk.put_s, e->phase);
+			continue;
+		}
+		if (e->kind == AG_EV_FREE) {
+			/* a micro-step's `del loss`: its backward has returned,
+			 * after stage 2's epilogue (engine.py allreduce_gradients,
+			 * 2048-2053: every micro-step) and with its scaled loss */
+			if (stage2)
+				epilogue(d, e->phase);
+			agp_copy(p, e);
+			ag_ds_backward_returns(&wk, e->phase);
+			continue;
+		}
+		/* the optimizer's mark */
+		/* engine.py allreduce_gradients (2048-2062): stage 1's
+		 * reduce_gradients (706-725: every gradient in group
+		 * order), then the epilogue (764-807): the rest reduced,
+		 * averaged_gradients, the bucket released and every .grad
+		 * set to None (grads_in_partition kept by the views) */
+		const enum zs_phase ph = ZS_PH_BACKWARD;
+		if (!stage2)
+			for (size_t k = 0; k < d->n; k++)
+				ipg_add(d, k, wk.gt[k], wk.gs[k], ph);
+		epilogue(d, ph);
+		uint32_t **avg = d->avg, *padr = d->pad;
+		size_t *navg = d->navg;
+		ag_ds_backward_returns(&wk, ph);
+		agp_copy(p, e);
+		/* step (1826-1944) */
+		const enum zs_phase po = ZS_PH_OPTIMIZER;
+		/* scaled_global_norm (1787-1803) -> get_grad_norm_direct
+		 * (1663-1721): each own gradient's .double() copy and its
+		 * vector_norm, their stack, square, sum, float (each
+		 * freed as the next is made), the all-reduce; then pow,
+		 * isinf, isnan, logical_or, tensor(-1.0) and the blend;
+		 * the values are stand-ins (no later op reads them:
+		 * gradient_clipping 0) */
+		uint32_t tn = agp_storage(p, "float (the norm)", AG_F32, 0, 1, ZS_CAT_SCRATCH);
+		uint32_t **nrm = zs_malloc(world * sizeof *nrm);
+		for (unsigned r = 0; r < world; r++) {
+			size_t from = p->nev, m = navg[r] - (padr[r] != NO);
+			nrm[r] = zs_malloc((m + 1) * sizeof **nrm);
+			for (size_t j = 0; j < m; j++) {
+				uint32_t g = avg[r][j];
+				uint32_t dbl = agp_storage(p, "_to_copy (.double())", AG_F64, p->s->tensor[g].shape[0], 0,
+				                           ZS_CAT_SCRATCH);
+				agp_alloc(p, dbl, po);
+				agp_op(p, po, AG_OP_COPY, g, dbl);
+				nrm[r][j] = made(p, "linalg_vector_norm", AG_F64, 0, 1, ZS_CAT_SCRATCH, 0, po);
+				agp_free(p, dbl, po);
+			}
+			uint32_t st = made(p, "stack", AG_F64, m, 0, ZS_CAT_SCRATCH, 0, po);
+			uint32_t sq = made(p, "square", AG_F64, m, 0, ZS_CAT_SCRATCH, 0, po);
+			agp_free(p, st, po);
+			uint32_t sm = made(p, "sum", AG_F64, 0, 1, ZS_CAT_SCRATCH, 0, po);
+			agp_free(p, sq, po);
+			agp_alloc(p, tn, po);
+			agp_op(p, po, AG_OP_FILL, NO, tn)->arg[0] = 0;
+			agp_free(p, sm, po);
+			rank_only(p, from, r);
+		}
+		agp_op(p, po, AG_OP_ALL_REDUCE_SUM_, tn, tn);
+		uint32_t pw = made(p, "pow", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
+		agp_free(p, tn, po);
+		uint32_t inf, nan, ion, err;
+		ag_ds_norm_flags(p, po, &inf, &nan, &ion, &err);
+		uint32_t m1 = made(p, "mul (inf_or_nan * err)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
+		uint32_t ln = made(p, "logical_not", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
+		uint32_t m2 = made(p, "mul (not inf_or_nan * total_norm)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
+		uint32_t bl = made(p, "add (the blend)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
+		agp_free(p, m2, po);
+		agp_free(p, ln, po);
+		agp_free(p, m1, po);
+		agp_free(p, pw, po);
+		for (unsigned r = 0; r < world; r++) { /* the function returns: its list of norms */
+			size_t from = p->nev;
+			for (size_t j = 0; j < navg[r] - (padr[r] != NO); j++)
+				agp_free(p, nrm[r][j], po);
+			rank_only(p, from, r);
+			free(nrm[r]);
+		}
+		free(nrm);
+		agp_free(p, err, po);
+		agp_free(p, ion, po);
+		agp_free(p, nan, po);
+		agp_free(p, inf, po);
+		/* vector_norm(stack(norm_groups)) (1803), then
+		 * _global_grad_norm = it / prev_scale (a Python float):
+		 * made while the last step's is kept, then replacing it */
+		uint32_t st1 = made(p, "stack (norm_groups)", AG_F32, 1, 0, ZS_CAT_SCRATCH, 0, po);
+		uint32_t vn = made(p, "linalg_vector_norm (scaled_global_norm)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
+		agp_free(p, st1, po);
+		agp_free(p, bl, po);
+		{
+			uint32_t wn = made(p, "scalar (wrapped number: prev_scale)", AG_F64, 0, 1, ZS_CAT_SCRATCH, 1.0, po);
+			uint32_t c = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_SCRATCH);
+			agp_alloc(p, c, po);
+			agp_op(p, po, AG_OP_COPY, wn, c);
+			if (first) { /* the first: no tensor before it (a Python 0., 211) */
+				agp_alloc(p, gnorm, po);
+				agp_op(p, po, AG_OP_FILL, NO, gnorm)->arg[0] = 0;
+				agp_free(p, c, po);
+				agp_free(p, wn, po);
+			} else {
+				uint32_t q = made(p, "div (scaled_global_norm / prev_scale)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0,
+				                  po);
+				agp_free(p, c, po);
+				agp_free(p, wn, po);
+				agp_op(p, po, AG_OP_COPY, q, gnorm); /* the new one kept, the old one gone */
+				agp_free(p, q, po);
+			}
+		}
+		/* each rank: the flat fp32 gradient partition (1888-1897:
+		 * a cat of the views, the last rank's padding among them;
+		 * the view itself where there is one), the views and
+		 * grads_in_partition dropped (free_grad_in_param_list,
+		 * averaged_gradients None), unscale_and_clip_grads'
+		 * mul_(1 / 1.0) (1970-1985), the client Adam
+		 * (_optimizer_step, 1811-1824), the partition's gradient
+		 * dropped, the fp32 partition copied into the rank's view
+		 * of the flat buffer */
+		for (unsigned r = 0; r < world; r++) {
+			size_t from = p->nev;
+			uint32_t g, gsto;
+			if (navg[r] == 1) {
+				g = avg[r][0];
+				gsto = p->s->tensor[g].storage;
+			} else {
+				g = gsto = agp_storage(p, "cat (single_grad_partition)", d->dt, d->S, 0, ZS_CAT_GRAD32);
+				p->s->tensor[g].role = AG_ROLE_GRAD;
+				agp_alloc(p, g, po);
+				uint64_t at = 0;
+				for (size_t j = 0; j < navg[r]; j++) {
+					uint64_t len = p->s->tensor[avg[r][j]].shape[0];
+					agp_op(p, po, AG_OP_COPY, avg[r][j], view1(p, g, at, len));
+					at += len;
+				}
+			}
+			/* .to(fp32) (1897): in fp32 the partition itself; from bf16
+			 * a copy, the cat let go as it returns; then
+			 * averaged_gradients = None (free_grad_in_param_list): the
+			 * padding, then grads_in_partition (the list's last first) */
+			if (d->dt != AG_F32) {
+				uint32_t g32 = agp_storage(p, "_to_copy (the gradient partition's .to(fp32))", AG_F32, d->S, 0,
+				                           ZS_CAT_GRAD32);
+				p->s->tensor[g32].role = AG_ROLE_GRAD;
+				agp_alloc(p, g32, po);
+				agp_op(p, po, AG_OP_COPY, g, g32);
+				if (navg[r] > 1)
+					agp_free(p, gsto, po);
+				if (padr[r] != NO)
+					agp_free(p, padr[r], po);
+				if (d->gip0[r] != NO && d->gip0[r] != padr[r])
+					agp_free(p, d->gip0[r], po);
+				else if (navg[r] == 1 && gsto != padr[r] && gsto != d->gip0[r])
+					agp_free(p, gsto, po);
+				g = gsto = g32;
+			} else if (navg[r] > 1) {
+				if (padr[r] != NO)
+					agp_free(p, padr[r], po);
+				if (d->gip0[r] != NO)
+					agp_free(p, d->gip0[r], po);
+			}
+			agp_scalar_inplace(p, AG_OP_MUL_SCALAR_, g, 1.0, po);
+			rank_only(p, from, r);
+			size_t at = adam_step(p, o, &(struct ag_param_state){fp32p, g, am, av, astep}, first);
+			agp_free(p, gsto, po);
+			if (navg[r] == 1 && padr[r] != NO && gsto != padr[r] && d->dt == AG_F32)
+				agp_free(p, padr[r], po);
+			agp_op(p, po, AG_OP_COPY, fp32p, view1(p, d->flat, lo(d, r), d->S));
+			rank_only(p, at, r);
+			free(avg[r]);
+			avg[r] = NULL;
+		}
+		/* all_gather_dp_groups (utils.py 965-968 -> 954-962: none at
+		 * N = 1): every rank's partition into the flat buffer (read
+		 * from the fp32 partition the copy above made it equal to:
+		 * one operand on every rank) */
+		if (world > 1)
+			agp_op(p, po, AG_OP_ALL_GATHER, fp32p, d->flat);
+		agp_free(p, vn, po);
+	}
+	rc = ag_ds_walk_end(&wk, rc, cause);
+	return rc;
+}
+
 int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, int stage2, uint64_t bucket,
                 char **cause)
 {
 	if (world < 1)
 		return zs_fail(cause, "--wrapper deepspeed: N must be at least 1");
+	if (s->step1 != NULL) /* the pass writes its own from the steady list */
+		return zs_fail(cause, "--wrapper deepspeed: internal error: the plain loop's first step given to the pass");
 	/* the client Adam's parameters in its order (param_group, 305-315) */
 	struct ag_ds_params pp;
 	ag_ds_params_get(s, &pp);
@@ -794,197 +1039,29 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 	uint32_t z = made(p, "zeros (initialize_optimizer_states' gradient)", AG_F32, d->S, 0, ZS_CAT_GRAD32, 0, ph0);
 	agp_free(p, z, ph0);
 	agp_take(p, &s->setup, &s->nsetup);
-	ag_ds_first_step(p, am, av, astep, gnorm);
 
-	/* the step: under --grad-accum K its K micro-steps, each the engine's
-	 * backward (engine.py 2085-2152) over its loss divided by K
-	 * (_scale_loss_by_gas, 1904-1910: the loop's own division in the plain
-	 * step, the same op, made by the engine instead and gone when its
-	 * backward returns, 2152); the optimizer's backward (2038-2060): the
-	 * bucket, then loss_scaler.backward's */
-	struct ag_ds_walk wk;
-	ag_ds_walk_begin(&wk, p, &pp, d->bucket, o->grad_accum, stage2);
-	const struct ag_event *e;
-	size_t kg;
-	while ((rc = ag_ds_next(&wk, &e, &kg, cause)) == 1) {
-		if (e->kind == AG_EV_GRAD_READY) {
-			/* stage 2: the hook on its AccumulateGrad (904-920) */
-			if (stage2)
-				ipg_add(d, kg, wk.put_t, wk.put_s, e->phase);
-			continue;
-		}
-		if (e->kind == AG_EV_FREE) {
-			/* a micro-step's `del loss`: its backward has returned,
-			 * after stage 2's epilogue (engine.py allreduce_gradients,
-			 * 2048-2053: every micro-step) and with its scaled loss */
-			if (stage2)
-				epilogue(d, e->phase);
-			agp_copy(p, e);
-			ag_ds_backward_returns(&wk, e->phase);
-			continue;
-		}
-		/* the optimizer's mark */
-		/* engine.py allreduce_gradients (2048-2062): stage 1's
-		 * reduce_gradients (706-725: every gradient in group
-		 * order), then the epilogue (764-807): the rest reduced,
-		 * averaged_gradients, the bucket released and every .grad
-		 * set to None (grads_in_partition kept by the views) */
-		const enum zs_phase ph = ZS_PH_BACKWARD;
-		if (!stage2)
-			for (size_t k = 0; k < d->n; k++)
-				ipg_add(d, k, wk.gt[k], wk.gs[k], ph);
-		epilogue(d, ph);
-		uint32_t **avg = d->avg, *padr = d->pad;
-		size_t *navg = d->navg;
-		ag_ds_backward_returns(&wk, ph);
-		agp_copy(p, e);
-		/* step (1826-1944) */
-		const enum zs_phase po = ZS_PH_OPTIMIZER;
-		/* scaled_global_norm (1787-1803) -> get_grad_norm_direct
-		 * (1663-1721): each own gradient's .double() copy and its
-		 * vector_norm, their stack, square, sum, float (each
-		 * freed as the next is made), the all-reduce; then pow,
-		 * isinf, isnan, logical_or, tensor(-1.0) and the blend;
-		 * the values are stand-ins (no later op reads them:
-		 * gradient_clipping 0) */
-		uint32_t tn = agp_storage(p, "float (the norm)", AG_F32, 0, 1, ZS_CAT_SCRATCH);
-		uint32_t **nrm = zs_malloc(world * sizeof *nrm);
-		for (unsigned r = 0; r < world; r++) {
-			size_t from = p->nev, m = navg[r] - (padr[r] != NO);
-			nrm[r] = zs_malloc((m + 1) * sizeof **nrm);
-			for (size_t j = 0; j < m; j++) {
-				uint32_t g = avg[r][j];
-				uint32_t dbl = agp_storage(p, "_to_copy (.double())", AG_F64, p->s->tensor[g].shape[0], 0,
-				                           ZS_CAT_SCRATCH);
-				agp_alloc(p, dbl, po);
-				agp_op(p, po, AG_OP_COPY, g, dbl);
-				nrm[r][j] = made(p, "linalg_vector_norm", AG_F64, 0, 1, ZS_CAT_SCRATCH, 0, po);
-				agp_free(p, dbl, po);
-			}
-			uint32_t st = made(p, "stack", AG_F64, m, 0, ZS_CAT_SCRATCH, 0, po);
-			uint32_t sq = made(p, "square", AG_F64, m, 0, ZS_CAT_SCRATCH, 0, po);
-			agp_free(p, st, po);
-			uint32_t sm = made(p, "sum", AG_F64, 0, 1, ZS_CAT_SCRATCH, 0, po);
-			agp_free(p, sq, po);
-			agp_alloc(p, tn, po);
-			agp_op(p, po, AG_OP_FILL, NO, tn)->arg[0] = 0;
-			agp_free(p, sm, po);
-			rank_only(p, from, r);
-		}
-		agp_op(p, po, AG_OP_ALL_REDUCE_SUM_, tn, tn);
-		uint32_t pw = made(p, "pow", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
-		agp_free(p, tn, po);
-		uint32_t inf, nan, ion, err;
-		ag_ds_norm_flags(p, po, &inf, &nan, &ion, &err);
-		uint32_t m1 = made(p, "mul (inf_or_nan * err)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
-		uint32_t ln = made(p, "logical_not", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
-		uint32_t m2 = made(p, "mul (not inf_or_nan * total_norm)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
-		uint32_t bl = made(p, "add (the blend)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
-		agp_free(p, m2, po);
-		agp_free(p, ln, po);
-		agp_free(p, m1, po);
-		agp_free(p, pw, po);
-		for (unsigned r = 0; r < world; r++) { /* the function returns: its list of norms */
-			size_t from = p->nev;
-			for (size_t j = 0; j < navg[r] - (padr[r] != NO); j++)
-				agp_free(p, nrm[r][j], po);
-			rank_only(p, from, r);
-			free(nrm[r]);
-		}
-		free(nrm);
-		agp_free(p, err, po);
-		agp_free(p, ion, po);
-		agp_free(p, nan, po);
-		agp_free(p, inf, po);
-		/* vector_norm(stack(norm_groups)) (1803), then
-		 * _global_grad_norm = it / prev_scale (a Python float):
-		 * made while the last step's is kept, then replacing it */
-		uint32_t st1 = made(p, "stack (norm_groups)", AG_F32, 1, 0, ZS_CAT_SCRATCH, 0, po);
-		uint32_t vn = made(p, "linalg_vector_norm (scaled_global_norm)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
-		agp_free(p, st1, po);
-		agp_free(p, bl, po);
-		{
-			uint32_t wn = made(p, "scalar (wrapped number: prev_scale)", AG_F64, 0, 1, ZS_CAT_SCRATCH, 1.0, po);
-			uint32_t c = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_SCRATCH);
-			agp_alloc(p, c, po);
-			agp_op(p, po, AG_OP_COPY, wn, c);
-			uint32_t q = made(p, "div (scaled_global_norm / prev_scale)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
-			agp_free(p, c, po);
-			agp_free(p, wn, po);
-			agp_op(p, po, AG_OP_COPY, q, gnorm); /* the new one kept, the old one gone */
-			agp_free(p, q, po);
-		}
-		/* each rank: the flat fp32 gradient partition (1888-1897:
-		 * a cat of the views, the last rank's padding among them;
-		 * the view itself where there is one), the views and
-		 * grads_in_partition dropped (free_grad_in_param_list,
-		 * averaged_gradients None), unscale_and_clip_grads'
-		 * mul_(1 / 1.0) (1970-1985), the client Adam
-		 * (_optimizer_step, 1811-1824), the partition's gradient
-		 * dropped, the fp32 partition copied into the rank's view
-		 * of the flat buffer */
-		for (unsigned r = 0; r < world; r++) {
-			size_t from = p->nev;
-			uint32_t g, gsto;
-			if (navg[r] == 1) {
-				g = avg[r][0];
-				gsto = p->s->tensor[g].storage;
-			} else {
-				g = gsto = agp_storage(p, "cat (single_grad_partition)", d->dt, d->S, 0, ZS_CAT_GRAD32);
-				p->s->tensor[g].role = AG_ROLE_GRAD;
-				agp_alloc(p, g, po);
-				uint64_t at = 0;
-				for (size_t j = 0; j < navg[r]; j++) {
-					uint64_t len = p->s->tensor[avg[r][j]].shape[0];
-					agp_op(p, po, AG_OP_COPY, avg[r][j], view1(p, g, at, len));
-					at += len;
-				}
-			}
-			/* .to(fp32) (1897): in fp32 the partition itself; from bf16
-			 * a copy, the cat let go as it returns; then
-			 * averaged_gradients = None (free_grad_in_param_list): the
-			 * padding, then grads_in_partition (the list's last first) */
-			if (d->dt != AG_F32) {
-				uint32_t g32 = agp_storage(p, "_to_copy (the gradient partition's .to(fp32))", AG_F32, d->S, 0,
-				                           ZS_CAT_GRAD32);
-				p->s->tensor[g32].role = AG_ROLE_GRAD;
-				agp_alloc(p, g32, po);
-				agp_op(p, po, AG_OP_COPY, g, g32);
-				if (navg[r] > 1)
-					agp_free(p, gsto, po);
-				if (padr[r] != NO)
-					agp_free(p, padr[r], po);
-				if (d->gip0[r] != NO && d->gip0[r] != padr[r])
-					agp_free(p, d->gip0[r], po);
-				else if (navg[r] == 1 && gsto != padr[r] && gsto != d->gip0[r])
-					agp_free(p, gsto, po);
-				g = gsto = g32;
-			} else if (navg[r] > 1) {
-				if (padr[r] != NO)
-					agp_free(p, padr[r], po);
-				if (d->gip0[r] != NO)
-					agp_free(p, d->gip0[r], po);
-			}
-			agp_scalar_inplace(p, AG_OP_MUL_SCALAR_, g, 1.0, po);
-			rank_only(p, from, r);
-			size_t at = ag_ds_adam_step(p, o, &(struct ag_param_state){fp32p, g, am, av, astep});
-			agp_free(p, gsto, po);
-			if (navg[r] == 1 && padr[r] != NO && gsto != padr[r] && d->dt == AG_F32)
-				agp_free(p, padr[r], po);
-			agp_op(p, po, AG_OP_COPY, fp32p, view1(p, d->flat, lo(d, r), d->S));
-			rank_only(p, at, r);
-			free(avg[r]);
-			avg[r] = NULL;
-		}
-		/* all_gather_dp_groups (utils.py 965-968 -> 954-962: none at
-		 * N = 1): every rank's partition into the flat buffer (read
-		 * from the fp32 partition the copy above made it equal to:
-		 * one operand on every rank) */
-		if (world > 1)
-			agp_op(p, po, AG_OP_ALL_GATHER, fp32p, d->flat);
-		agp_free(p, vn, po);
+	/* The run's first step, a list of its own (ag_step.step1: Adam's
+	 * state and _global_grad_norm made in it, ds_step), then the steady
+	 * step; both written from the plain loop's steady list (kept for the
+	 * second), no first_step prefix (the plain loop's Adam state is not
+	 * the engine's) */
+	free(s->first_step);
+	s->first_step = NULL;
+	s->nfirst = 0;
+	const struct ds_state st = {.fp32p = fp32p, .am = am, .av = av, .astep = astep, .gnorm = gnorm};
+	size_t nplain = s->nevents;
+	struct ag_event *plain = zs_malloc((nplain ? nplain : 1) * sizeof *plain);
+	memcpy(plain, s->event, nplain * sizeof *plain);
+	rc = ds_step(d, &pp, o, stage2, &st, 1, cause);
+	if (rc == 0) {
+		s->step1 = s->event;
+		s->nstep1 = s->nevents;
+		s->event = plain;
+		s->nevents = nplain;
+		plain = NULL;
+		rc = ds_step(d, &pp, o, stage2, &st, 0, cause);
 	}
-	rc = ag_ds_walk_end(&wk, rc, cause);
+	free(plain);
 	ag_ds_params_free(&pp);
 	free(orig);
 	for (unsigned r = 0; r < world; r++)

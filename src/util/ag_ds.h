@@ -30,6 +30,11 @@
  *            client Adam over the fp32 partition, the copy back into the
  *            flat buffer and its all-gather.
  *
+ * The run's first step is a list of its own (ag_step.step1), written from
+ * the same steady list: Adam's state made inside the client Adam's first
+ * step(), and _global_grad_norm made there with nothing before it
+ * (docs/schedule.md, "DeepSpeed over the PyTorch step", "The first step").
+ *
  * The ranks differ (their partition, grads_in_partition's whole tensors,
  * the last rank's padding): those events are sections marked with their
  * rank (ag_event.only_rank), as ZeroRedundancyOptimizer's are, so one list

@@ -7080,18 +7080,17 @@ void ag_optimizer_first_events(struct ag_step *s, const struct ag_options *o, co
 const char *ag_step1_lacking(const struct zs_config *c)
 {
 	/* the first step as its own list (ag_step.step1): the plain loop's,
-	 * and DDP's (dp and zero1, under accumulation too; not with
-	 * find_unused_parameters, whose buckets are never rebuilt, whose
-	 * unused grads step 1 leaves None and whose _DDPSink clones step 1's
-	 * own outputs: not described yet; util/ag_ddp.c);
+	 * and DDP's (dp and zero1, under accumulation too; with
+	 * find_unused_parameters on the constructor's buckets, which are
+	 * never rebuilt, _DDPSink cloning step 1's own outputs; util/ag_ddp.c);
 	 * FSDP's of 1.13 and 2.6, under accumulation, frozen units and
 	 * PEFT's adapter units too (util/ag_fsdp.c, held to step_peaks[0] by
 	 * tests/hf_torch.sh, ft_fsdp.sh and ft_fsdp_lora.sh); DeepSpeed's
-	 * passes rewrite the steady list alone (util/ag_ds.c, util/ag_ds3.c) */
-	if (c->wrapper == ZS_WRAPPER_DDP && c->ddp_find_unused)
-		return "--wrapper ddp with --ddp-find-unused on";
-	if (c->wrapper == ZS_WRAPPER_DEEPSPEED)
-		return "--wrapper deepspeed";
+	 * ZeRO-1 and 2 (util/ag_ds.c writes its own from the steady list,
+	 * held to step_peaks[0] by tests/ds_bf16_torch.sh); ZeRO-3's pass
+	 * rewrites the steady list alone (util/ag_ds3.c) */
+	if (c->wrapper == ZS_WRAPPER_DEEPSPEED && c->nschemes > 0 && c->schemes[0] == ZS_ZERO3)
+		return "--wrapper deepspeed --schemes zero3";
 	return NULL;
 }
 
@@ -7220,6 +7219,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
                   const struct ag_options *o, char **cause)
 {
 	memset(s, 0, sizeof *s);
+	s->loss1 = s->logits1 = AG_NONE;
 	/* The step is written from modeling_gpt2.py, modeling_llama.py
 	 * (mistral's is llama's), modeling_qwen2.py (llama's with biased q, k,
 	 * v), modeling_qwen3.py (llama's with q_norm and k_norm),
@@ -7515,6 +7515,10 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		b->make_state = first;
 		b->draws = 0; /* a step's masks are keyed on its own draws (AG_OP_BERNOULLI_) */
 		one_step(b, &M, ids, labels, opt, start, nlists);
+		if (first) { /* step 1's own outputs (DDP's _DDPSink clones them too) */
+			s->loss1 = s->loss;
+			s->logits1 = s->logits;
+		}
 	}
 	b->make_state = 0;
 	free(ids);

@@ -420,9 +420,11 @@ struct ag_options {
 	 * (docs/schedule.md, "The first step"). ag_options_from_config sets it
 	 * for the plain loop (--wrapper none) and DDP (--wrapper ddp, dp and
 	 * zero1; find_unused_parameters False: util/ag_ddp.c runs it on the
-	 * constructor's buckets) and FSDP (util/ag_fsdp.c); the other
-	 * passes take the steady list alone so far (ag_step1_lacking), where
-	 * --steps 1 is refused (ag_step1_check). */
+	 * constructor's buckets) and FSDP (util/ag_fsdp.c); DeepSpeed's
+	 * ZeRO-1/2 pass writes its own from the steady list (util/ag_ds.c:
+	 * ag_step_build_run builds without it); the other passes take the
+	 * steady list alone so far (ag_step1_lacking), where --steps 1 is
+	 * refused (ag_step1_check). */
 	int step1;
 	/* A mixture's routing for the described step (mixtral's, qwen2_moe's
 	 * and qwen3_moe's sparse-MoE blocks, fp32 on the plain loop of 1.13
@@ -450,6 +452,7 @@ struct ag_step {
 	size_t nlabels;
 	uint32_t loss, logits;          /* the loop's outputs (the last micro-step's), held to the step's
 	                                 * end: DDP's _DDPSink clones them (util/ag_ddp.h) */
+	uint32_t loss1, logits1;        /* the same of the first step's own list (step1), or AG_NONE */
 };
 
 /* Build the step of model m (gpt2, llama, mistral, qwen2, qwen3 or phi3) with parameters p
