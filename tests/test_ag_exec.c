@@ -15,17 +15,25 @@
  * reading a storage freed before it, one nothing wrote, a view past its
  * storage's bytes; dropout's seeded noise (its values, its kept share,
  * the same mask for the same seed); the tracker's peak is the list's live bytes, and
- * nothing is left allocated after a run, nor after a failed one.
+ * nothing is left allocated after a run, nor after a failed one. And one
+ * whole step: QLoRA's (a tiny llama, --lora-r 2 over an NF4 base, with and
+ * without double quantization) as ag_step_build_run builds it, its
+ * adapters' gradients against finite differences of the executor's own
+ * forward.
  */
 #include "config.h"
 
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/ag_exec.h"
+#include "engine/tfm_kernels.h"
 #include "engine/tracker.h"
+#include "util/ag_ddp.h"
+#include "util/step.h"
 #include "util/util.h"
 
 /* ---- building lists by hand -------------------------------------------- */
@@ -843,6 +851,266 @@ START_TEST(test_a_4bit_linear_quantizes_for_real_and_frees_its_weight)
 }
 END_TEST
 
+/* ---- QLoRA's adapter gradients against finite differences -------------- */
+
+/* The step of a tiny llama (1 block, d 32, MLP 64, 2 heads, vocabulary 48,
+ * batch 2, seq 6) under --lora-r 2 --quant-base nf4 (and --double-quant
+ * on), fp32, the plain loop of 1.13 on the CPU, built by the real builder
+ * (ag_step_build_run) from zs_config's options and run by the executor up
+ * to the optimizer: the gradients the backward leaves in the adapters'
+ * .grad, against central differences of the loss the same executor's
+ * forward computes with one adapter element moved ±h. PEFT starts lora_B
+ * at zeros, which would leave lora_A's gradient zero: after the set-up
+ * the adapters are given values of their own (the same in every run).
+ * The base is frozen and 4-bit (the set-up's quantization runs, the fp32
+ * weights are gone: checked); no base parameter, the input embedding
+ * included, has a .grad (checked), so no embedding element is sampled.
+ * q_proj's adapter reaches the loss through the attention, o_proj's and
+ * the MLP's 4-bit backward (dx through the dequantized weights). */
+static const char qfd_llama[] =
+	"{\"model_type\": \"llama\", \"hidden_size\": 32, \"intermediate_size\": 64, \"num_attention_heads\": 2,"
+	" \"num_key_value_heads\": 2, \"num_hidden_layers\": 1, \"vocab_size\": 48, \"max_position_embeddings\": 16,"
+	" \"rms_norm_eps\": 1e-05, \"tie_word_embeddings\": false, \"hidden_act\": \"silu\"}";
+#define QFD_B 2
+#define QFD_T 6
+#define QFD_AMP 0.5 /* the adapters' values: QFD_AMP sin(...) */
+
+/* Base parameters: 1 + 0.1 sin for a vector (RMSNorm's weight), a sin
+ * table of amplitude 1.5/sqrt(columns) for a matrix, its phase the
+ * storage's (q, k and v differ); the batch's ids a walk over the
+ * vocabulary. */
+static int qfd_param(void *ctx, const struct ag_step *s, uint32_t t, void *data, char **cause)
+{
+	(void)ctx;
+	(void)cause;
+	const struct ag_tensor *a = &s->tensor[t];
+	float *d = data;
+	size_t n = (size_t)a->bytes / 4;
+	double amp = a->ndim == 2 ? 1.5 / sqrt((double)a->shape[1]) : 0.1;
+	for (size_t i = 0; i < n; i++)
+		d[i] = (float)((a->ndim == 2 ? 0.0 : 1.0) + amp * sin(0.37 * (double)i + 1.3 * t + 0.3));
+	return 0;
+}
+
+static int qfd_input(void *ctx, const struct ag_step *s, uint32_t t, unsigned step, void *data, char **cause)
+{
+	(void)ctx;
+	(void)step;
+	(void)cause;
+	int64_t *d = data;
+	for (size_t i = 0; i < (size_t)s->tensor[t].bytes / 8; i++)
+		d[i] = (int64_t)((i * 29 + 7) % 48);
+	return 0;
+}
+
+static const struct ag_exec_feed qfd_feed = {NULL, qfd_param, qfd_input};
+
+/* The step, its adapter storages (model.parameters()'s order: q_proj's
+ * lora_A, lora_B, v_proj's) and each one's .grad, paired as the
+ * optimizer pairs them: a parameter's Adam ops read its .grad (ADD_ or
+ * LERP_, ADDCMUL_) before the one that writes the parameter. */
+struct qfd_run {
+	struct zs_model m;
+	struct step_params p;
+	struct zs_config c;
+	struct ag_options o;
+	struct ag_step s;
+	uint32_t w[4], g[4];
+	size_t nad;
+	float *val; /* the adapters' values, storage after storage */
+	size_t nval;
+};
+
+static void qfd_build(struct qfd_run *r, int double_quant)
+{
+	char *cause = NULL;
+	memset(r, 0, sizeof *r);
+	cJSON *j = cJSON_Parse(qfd_llama);
+	ck_assert_ptr_nonnull(j);
+	ck_assert_msg(zs_model_from_json(j, "qfd", &r->m, &cause) == 0, "%s", cause);
+	cJSON_Delete(j);
+	zs_config_defaults(&r->c);
+	const char *kv[][2] = {{"framework", "torch"},   {"wrapper", "none"},     {"precision", "fp32"},
+	                       {"torch-version", "1.13"}, {"torch-device", "cpu"}, {"lora-r", "2"},
+	                       {"quant-base", "nf4"},     {"double-quant", double_quant ? "on" : "off"}};
+	for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+		ck_assert_msg(zs_config_set(&r->c, kv[i][0], kv[i][1], &cause) == 0, "%s: %s", kv[i][0], cause);
+	ag_options_from_config(&r->o, &r->c, QFD_B, QFD_T);
+	step_params_build(&r->p, &r->m);
+	ck_assert_msg(ag_step_build_run(&r->s, &r->m, &r->p, &r->o, &r->c, 1, &cause) == 0, "%s", cause);
+	const struct ag_step *s = &r->s;
+	for (uint32_t t = 0; t < s->ntensors; t++) {
+		const struct ag_tensor *a = &s->tensor[t];
+		if (a->storage == t && a->role == AG_ROLE_PARAM && a->param < 0) {
+			ck_assert_uint_lt(r->nad, 4); /* q_proj's and v_proj's lora_A and lora_B */
+			ck_assert_int_eq(a->dtype, AG_F32);
+			r->w[r->nad] = t;
+			r->g[r->nad++] = AG_NONE;
+			r->nval += (size_t)a->bytes / 4;
+		}
+		/* LoRA freezes the base: no base parameter has a .grad */
+		ck_assert_msg(!(a->role == AG_ROLE_GRAD && a->param >= 0), "base parameter %d has a .grad", a->param);
+	}
+	ck_assert_uint_eq(r->nad, 4);
+	const struct ag_event *ev[2];
+	size_t nev[2];
+	unsigned nl = ag_step_lists(s, 0, ev, nev);
+	uint32_t last = AG_NONE;
+	for (unsigned l = 0; l < nl; l++)
+		for (size_t i = 0; i < nev[l]; i++) {
+			const struct ag_event *e = &ev[l][i];
+			if (e->kind != AG_EV_OP || e->phase != ZS_PH_OPTIMIZER)
+				continue;
+			for (int k = 0; k < AG_MAXIN; k++)
+				if (e->in[k] != AG_NONE && s->tensor[s->tensor[e->in[k]].storage].role == AG_ROLE_GRAD)
+					last = s->tensor[e->in[k]].storage;
+			for (size_t a = 0; a < r->nad; a++)
+				if (e->out[0] != AG_NONE && s->tensor[e->out[0]].storage == r->w[a] && r->g[a] == AG_NONE)
+					r->g[a] = last;
+		}
+	for (size_t a = 0; a < r->nad; a++) {
+		ck_assert_msg(r->g[a] != AG_NONE, "adapter %zu: no .grad read by its Adam", a);
+		ck_assert_uint_eq(s->tensor[r->g[a]].bytes, s->tensor[r->w[a]].bytes);
+	}
+	r->val = zs_malloc(r->nval * sizeof *r->val);
+	for (size_t i = 0; i < r->nval; i++)
+		r->val[i] = (float)(QFD_AMP * sin(0.53 * (double)i + 1.1));
+}
+
+static void qfd_free(struct qfd_run *r)
+{
+	free(r->val);
+	ag_step_free(&r->s);
+	step_params_free(&r->p);
+}
+
+/* A fresh executor: the set-up (the base quantized, its fp32 weights
+ * freed), the adapters given r->val, the batch fed, then the first step's
+ * events up to the first of phase `stop` (the backward: the forward
+ * alone; the optimizer: forward and backward). */
+static void qfd_run(struct qfd_run *r, struct zs_tracker *tr, struct ag_exec *x, enum zs_phase stop)
+{
+	char *cause = NULL;
+	tracker_init(tr, 1);
+	ck_assert_msg(ag_exec_begin(x, &r->s, &r->o, tr, 0, &qfd_feed, &cause) == 0, "%s", cause);
+	for (size_t a = 0, at = 0; a < r->nad; a++) {
+		float *d = ag_exec_data(x, r->w[a]);
+		ck_assert_ptr_nonnull(d);
+		size_t n = (size_t)r->s.tensor[r->w[a]].bytes / 4;
+		memcpy(d, r->val + at, n * sizeof *d);
+		at += n;
+	}
+	/* the batch held from the set-up on takes the step's, as ag_exec_step
+	 * gives it */
+	for (uint32_t t = 0; t < r->s.ntensors; t++)
+		if (r->s.tensor[t].role == AG_ROLE_INPUT && ag_exec_data(x, t) != NULL)
+			qfd_input(NULL, &r->s, t, 0, ag_exec_data(x, t), &cause);
+	const struct ag_event *ev[2];
+	size_t nev[2];
+	unsigned nl = ag_step_lists(&r->s, 0, ev, nev);
+	int done = 0;
+	for (unsigned l = 0; l < nl && !done; l++) {
+		size_t i = 0;
+		while (i < nev[l] && ev[l][i].phase != stop)
+			i++;
+		done = i < nev[l];
+		ck_assert_msg(ag_exec_events(x, ev[l], i, &cause) == 0, "%s", cause);
+	}
+	ck_assert_msg(done, "the first step has no phase %d", (int)stop);
+	ck_assert(x->have_loss);
+}
+
+static void qfd_end(struct ag_exec *x, struct zs_tracker *tr)
+{
+	ag_exec_end(x);
+	ck_assert_uint_eq(tracker_outstanding(tr), 0);
+	tracker_destroy(tr);
+}
+
+/* The forward's loss with adapter value j set to v. */
+static float qfd_loss(struct qfd_run *r, size_t j, float v)
+{
+	struct zs_tracker tr;
+	struct ag_exec x;
+	float keep = r->val[j];
+	r->val[j] = v;
+	qfd_run(r, &tr, &x, ZS_PH_BACKWARD);
+	r->val[j] = keep;
+	float loss = x.loss;
+	qfd_end(&x, &tr);
+	return loss;
+}
+
+/* Check every element of the adapters in `which` (bit a: adapter a). */
+static void qfd_check(int double_quant, unsigned which)
+{
+	tfm_blas_init();
+	struct qfd_run r;
+	qfd_build(&r, double_quant);
+	struct zs_tracker tr;
+	struct ag_exec x;
+	qfd_run(&r, &tr, &x, ZS_PH_OPTIMIZER);
+	/* the base is 4-bit: 7 linear layers, each its packed codes (and,
+	 * double quantized, its 8-bit absmax: uint8 too), each one's fp32
+	 * weight freed by the set-up */
+	size_t u8 = 0, gone = 0;
+	for (uint32_t t = 0; t < r.s.ntensors; t++) {
+		const struct ag_tensor *a = &r.s.tensor[t];
+		u8 += a->storage == t && a->role == AG_ROLE_BUFFER && a->dtype == AG_U8;
+		gone += a->storage == t && a->role == AG_ROLE_PARAM && a->param >= 0 && ag_exec_data(&x, t) == NULL;
+	}
+	ck_assert_uint_eq(u8, double_quant ? 14 : 7);
+	ck_assert_uint_eq(gone, 7);
+	float *g = zs_malloc(r.nval * sizeof *g);
+	for (size_t a = 0, at = 0; a < r.nad; a++) {
+		const float *d = ag_exec_data(&x, r.g[a]);
+		ck_assert_ptr_nonnull(d);
+		size_t n = (size_t)r.s.tensor[r.w[a]].bytes / 4;
+		memcpy(g + at, d, n * sizeof *g);
+		at += n;
+	}
+	float loss = x.loss;
+	qfd_end(&x, &tr);
+	ck_assert_float_eq(qfd_loss(&r, 0, r.val[0]), loss); /* the forward alone is the step's */
+	/* h: 1e-2 of the adapters' amplitude (5e-3). The loss is an fp32
+	 * value near 3.9, its unit in the last place u = 2.4e-7: a difference
+	 * of two losses is a multiple of u, the quotient one of u / 2h = 2.4e-5
+	 * (seen: errors up to 1.5 of it, 3.6e-5). atol 4 u / 2h (9.5e-5)
+	 * leaves the forward's rounding a few units either side; rtol 1e-2 the
+	 * truncation (h^2 / 6 times the third derivative) and the backward's
+	 * own rounding (seen: within atol alone; 0.3 % where |num| > 1e-2).
+	 * Each adapter's largest gradient is 0.017 (q_proj's lora_A) to 0.24
+	 * (v_proj's lora_B), over 100 atol: a backward off by 3 % there, or of
+	 * the wrong sign, fails. */
+	const float h = (float)(1e-2 * QFD_AMP);
+	double u = nextafterf(loss, INFINITY) - loss, atol = 4 * u / (2 * h), rtol = 1e-2;
+	for (size_t a = 0, at = 0; a < r.nad; a++) {
+		size_t n = (size_t)r.s.tensor[r.w[a]].bytes / 4;
+		double gmax = 0;
+		for (size_t j = at; j < at + n && (which >> a & 1); j++) {
+			float up = r.val[j] + h, dn = r.val[j] - h;
+			double num = ((double)qfd_loss(&r, j, up) - qfd_loss(&r, j, dn)) / ((double)up - dn);
+			ck_assert_msg(fabs(num - g[j]) <= atol + rtol * fabs(num),
+			              "adapter %zu's element %zu: backward %.7g, finite difference %.7g (h %g)", a, j - at,
+			              (double)g[j], num, (double)h);
+			gmax = fmax(gmax, fabs(g[j]));
+		}
+		/* every adapter checked has gradients well past atol */
+		ck_assert_msg(!(which >> a & 1) || gmax > 100 * atol, "adapter %zu: largest gradient %g", a, gmax);
+		at += n;
+	}
+	free(g);
+	qfd_free(&r);
+}
+
+/* every element of the four adapters */
+START_TEST(test_qlora_adapter_gradients_against_finite_differences) { qfd_check(0, 0xf); }
+END_TEST
+
+/* double quantization: every element of q_proj's lora_A and v_proj's lora_B */
+START_TEST(test_qlora_double_quant_adapter_gradients_against_finite_differences) { qfd_check(1, 0x9); }
+END_TEST
+
 /* ---- a mixture's routing (util/autograd.c's moe_fwd and moe_bwd) -------- */
 
 /* An int64 storage of shape sh. */
@@ -1076,6 +1344,10 @@ static Suite *ag_exec_suite(void)
 	tcase_add_test(t, test_dropout_draw_keys_the_mask);
 	tcase_add_test(t, test_a_4bit_linear_quantizes_for_real_and_frees_its_weight);
 	tcase_add_test(t, test_routing_ops_against_hand_values_and_their_backward_against_finite_differences);
+	suite_add_tcase(s, t);
+	t = tcase_create("qlora");
+	tcase_add_test(t, test_qlora_adapter_gradients_against_finite_differences);
+	tcase_add_test(t, test_qlora_double_quant_adapter_gradients_against_finite_differences);
 	suite_add_tcase(s, t);
 	t = tcase_create("lifetimes");
 	tcase_add_test(t, test_reading_a_freed_storage_fails_the_run);
