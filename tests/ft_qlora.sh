@@ -96,11 +96,11 @@ sed 's/"llama"/"phi3"/; s/"silu"/"silu", "resid_pdrop": 0.0, "pad_token_id": nul
 plain="--seq 32 --batch 2 --precision fp32 --schemes dp --world 1 --framework torch --wrapper none
 --torch-version 2.6 --torch-device cpu --attn eager --optimizer-impl single"
 
-refuse() { # WHAT TEXT ARGS...: theory refuses with one line naming TEXT, exit 2, nothing written
+refuse() { # WHAT TEXT ARGS...: theory (or $cmd) refuses with one line naming TEXT, exit 2, nothing written
 	what=$1 text=$2
 	shift 2
 	# shellcheck disable=SC2086
-	"$zerosim" theory --model "$tmp/$rm.json" $plain "$@" --out "$tmp/refused.json" >"$tmp/out" 2>"$tmp/err"
+	"$zerosim" "${cmd:-theory}" --model "$tmp/$rm.json" $plain "$@" --out "$tmp/refused.json" >"$tmp/out" 2>"$tmp/err"
 	rc=$?
 	if [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/refused.json" ] ||
 		! grep -q -- "$text" "$tmp/err"; then
@@ -131,13 +131,16 @@ refuse "gpt2 under autocast" "QLoRA under autocast over gpt2" --lora-r 4 --quant
 rm=llama
 # under FSDP the codes are quant_storage float32's (n + 1) // 8 elements
 # (bitsandbytes 0.47.0 backends/cuda/ops.py line 320): a layer of n not a
-# multiple of 8 would lose codes (hidden 6, 2 heads: q_proj 36 elements)
-sed 's/"hidden_size": 64/"hidden_size": 6/; s/"num_attention_heads": 4/"num_attention_heads": 2/' \
-	"$tmp/llama.json" >"$tmp/odd.json"
+# multiple of 8 would lose codes (hidden 10, 1 head: q_proj 100
+# elements; the head dimension even, so that measure reaches the check)
+sed 's/"hidden_size": 64/"hidden_size": 10/; s/"num_attention_heads": 4/"num_attention_heads": 1/;
+     s/"num_key_value_heads": 2/"num_key_value_heads": 1/' "$tmp/llama.json" >"$tmp/odd.json"
 rm=odd
-refuse "--wrapper fsdp, a layer of n not a multiple of 8" "elements not a multiple of 8" --lora-r 4 \
-	--quant-base nf4 --wrapper fsdp --world 2 --schemes zero3
-rm=llama
+for cmd in theory measure; do
+	refuse "$cmd --wrapper fsdp, a layer of n not a multiple of 8" "elements not a multiple of 8" --lora-r 4 \
+		--quant-base nf4 --wrapper fsdp --world 2 --schemes zero3
+done
+cmd=theory rm=llama
 # measure --write-case: a case has no key for the 4-bit base (refused,
 # not written without it): one line, exit 2, neither the case nor --out
 # shellcheck disable=SC2086

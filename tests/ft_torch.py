@@ -656,12 +656,16 @@ def load_case(path, family, cfg):
             raise ValueError(f"{path}: lora has no dropout (an older zerosim's case: write it again)")
         lora = dict(r=lora["r"], alpha=lora["alpha"], dropout=lora["dropout"], targets=lora["targets"],
                     values=torch.from_numpy(v))
-    # zerosim-case/3's freeze: the run's --freeze (a /2 case has none)
+    # zerosim-case/3's freeze: the run's --freeze (a /2 case has none); an
+    # array of terms is the terms joined with commas (docs/formats.md)
+    freeze = case.get("freeze")
+    if isinstance(freeze, list):
+        freeze = ",".join(freeze)
     if case["format"] not in ("zerosim-case/2", "zerosim-case/3"):
         raise ValueError(f"{path}: format {case['format']}, not a transformer's zerosim-case/2 or /3")
     return dict(weights=weights, ids=ids, K=case.get("grad_accum", 1), steps=case["steps"], lr=case["lr"],
                 betas=(case["beta1"], case["beta2"]), eps=case["eps"], batch=case["batch"], seq=T, lora=lora,
-                freeze=case.get("freeze"))
+                freeze=freeze)
 
 
 def run(a, rank=0, world=1):

@@ -102,7 +102,8 @@ struct zs_opt {
 	"                         1.13 or 2.6 runs it, N >= 2: --schemes zero3 is\n" \
 	"                         FULL_SHARD, zero2 SHARD_GRAD_OP; one a run);\n" \
 	"                         deepspeed (DeepSpeed's engine over it, --framework\n" \
-	"                         deepspeed: ZeRO-1 or ZeRO-2, or ZeRO-3 at N = 1,\n" \
+	"                         deepspeed: ZeRO-1 or ZeRO-2, or ZeRO-3 (N > 1: every\n" \
+	"                         parameter persisting, --steps 2 or more),\n" \
 	"                         fp32, PyTorch 1.13, one a run, each rank's bytes\n" \
 	"                         its own; --ds-reduce-bucket sets its bucket; ZeRO-1\n" \
 	"                         and 2 with --freeze, --lora-r, --recompute full,\n" \

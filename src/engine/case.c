@@ -508,7 +508,8 @@ int engine_case_load(const char *path, struct zs_case **out, char **cause)
 	zs_config_defaults(&cs->train);
 	cs->train.given = 0;
 	const char *format = cJSON_GetObjectItemCaseSensitive(root, "format")->valuestring;
-	int version = format[strlen(format) - 1] - '0';
+	/* (zs_json_load took one of the three formats alone) */
+	int version = strcmp(format, "zerosim-case/3") == 0 ? 3 : strcmp(format, "zerosim-case/2") == 0 ? 2 : 1;
 	char *why = NULL;
 	int r = keys(root, version, cs, &why) != 0                   ? -1
 	        : cJSON_HasObjectItem(root, "layers") || version == 1 ? load_mlp(root, path, cs, &why)

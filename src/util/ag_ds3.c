@@ -308,7 +308,6 @@ int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 	ag_ds_params_get(s, &pp);
 	struct ag_pass P = {.s = s, .cap_tensors = s->ntensors};
 	struct ag_pass *p = &P;
-	const uint64_t L = pp.L;
 	struct ds3 D = {.p = p, .N = world, .B = bucket, .n = pp.n, .numel = pp.numel};
 	struct ds3 *d = &D;
 	/* each ds_tensor ceil(n/N) elements (_partition_param, pp.py 1609;
@@ -349,7 +348,7 @@ int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 		             "(give --world 1)", wmax, (unsigned long long)big, DS3_PERSIST);
 	if (rc == 0 && S3 > ZS_DS_SUB_GROUP)
 		rc = zs_fail(cause, "--wrapper deepspeed --schemes zero3: %llu parameters, more than DeepSpeed's sub_group_size "
-		             "(%.0f): its step over several sub groups is not built yet", (unsigned long long)L,
+		             "(%.0f): its step over several sub groups is not built yet", (unsigned long long)S3,
 		             ZS_DS_SUB_GROUP);
 	if (rc == 0 && d->n == 0)
 		rc = zs_fail(cause, "--wrapper deepspeed: internal error: the step trains no parameter");
@@ -412,12 +411,14 @@ int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 		agp_free(p, part[k], ph0);
 	}
 	/* _create_fp32_partitions' clone (906); initialize_optimizer_states'
-	 * zeros of the whole parameters' elements (1030-1032), dropped
+	 * zeros of the partitions' elements (1030-1032: Σ p.ds_numel over
+	 * fp16_partitioned_groups, the ds_tensors, whose ds_numel is the
+	 * partition's, pp.py 1620; Ψ at N = 1), dropped
 	 * (1088-1090); the bucket (537-540); grad_partitions_flat_buffer
 	 * (547-549) */
 	agp_alloc(p, fp32p, ph0);
 	agp_op(p, ph0, AG_OP_COPY, d->flat, fp32p);
-	uint32_t z = ag_ds_made(p, "zeros (initialize_optimizer_states' gradient_buffer)", AG_F32, L, 0, ZS_CAT_GRAD32,
+	uint32_t z = ag_ds_made(p, "zeros (initialize_optimizer_states' gradient_buffer)", AG_F32, S3, 0, ZS_CAT_GRAD32,
 	                        0, ph0);
 	agp_free(p, z, ph0);
 	agp_alloc(p, d->bucket, ph0);
