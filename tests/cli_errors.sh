@@ -1067,6 +1067,26 @@ for cmd in measure theory; do
 		$cmd --framework torch --model "$tmp/tiny-p0.json" --wrapper none --world 1 --precision fp32 \
 		--torch-device cpu --attn sdpa --seq 4 --batch 1 --schemes dp --recompute full --recompute-impl non-reentrant \
 		--out "$keep"
+	# --logits dropped (Hugging Face Trainer's loop; tests/hf_torch.sh holds
+	# its bytes): the plain loop at --grad-accum 1, the rest refused by name
+	try 0 "" $cmd --framework torch --model "$tmp/tiny-p0.json" --wrapper none --world 1 --precision fp32 \
+		--torch-device cpu --attn eager --seq 4 --batch 1 --steps 2 --schemes dp --logits dropped \
+		--out "$tmp/logits-$cmd.json"
+	try 2 "--logits: 'none' is not one of kept, dropped" \
+		$cmd --framework torch $ddp --schemes dp --logits none --out "$keep"
+	try 2 "--logits dropped with --wrapper ddp: not described yet (give --wrapper none, or --logits kept)" \
+		$cmd --framework torch $ddp --schemes dp --logits dropped --out "$keep"
+	try 2 "--logits dropped with --grad-accum 2: not described yet (give --grad-accum 1, or --logits kept)" \
+		$cmd --framework torch --model "$tmp/tiny-p0.json" --wrapper none --world 1 --precision fp32 \
+		--torch-device cpu --attn eager --seq 4 --batch 1 --schemes dp --grad-accum 2 --logits dropped --out "$keep"
+	try 2 "--logits: only under --framework torch or deepspeed" \
+		$cmd --framework paper --model "$tmp/tiny-p0.json" --world 1 --schemes dp --logits dropped --out "$keep"
+	if [ $cmd = measure ]; then
+		try 2 "--write-case with --logits dropped: a case has no key for the loop's hold on the logits (its reader would keep them)" \
+			measure --framework torch --model "$tmp/tiny-p0.json" --wrapper none --world 1 --precision fp32 \
+			--torch-device cpu --attn eager --seq 4 --batch 1 --schemes dp --logits dropped \
+			--write-case "$tmp/logits-case.json" --out "$keep"
+	fi
 	# --recompute full under torch is Hugging Face's gradient checkpointing
 	# (tests/hf_torch.sh's *-ckpt cases): taken on the plain loop, DDP and
 	# FSDP; selective has no Hugging Face equivalent, and the rest is

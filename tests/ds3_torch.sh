@@ -155,7 +155,7 @@ for cmd in measure theory; do
 	for row in 1 2; do
 		if [ $row = 1 ]; then
 			set -- --model "$models/gpt2-tiny.json" --steps 1 --world 2
-			want="zerosim $cmd: --steps 1: --wrapper deepspeed has no first step of its own yet (its one step would be the steady step's over the set-up's state, which PyTorch never runs); give --steps 2"
+			want="zerosim $cmd: --steps 1: --wrapper deepspeed --schemes zero3 has no first step of its own yet (its one step would be the steady step's over the set-up's state, which PyTorch never runs); give --steps 2"
 		else
 			set -- --model "$big" --steps 2 --world 2 --ds-reduce-bucket 200000
 			want="zerosim $cmd: --wrapper deepspeed --schemes zero3 at N = 2: a parameter of 131072 elements does not persist (more than 100000): its gathers and releases in forward and backward are not built yet (give --world 1)"

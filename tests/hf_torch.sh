@@ -65,7 +65,10 @@
 # losses and weights those without to the bit; --recompute-impl
 # non-reentrant (use_reentrant=False): gpt2 and llama on the plain loop,
 # DDP N = 2 llama, FSDP N = 2 gpt2, gemma3_text (docs/torch_saved.md,
-# "Non-reentrant checkpointing"; autocast and --freeze: 2.6's rows).
+# "Non-reentrant checkpointing"; autocast and --freeze: 2.6's rows); Hugging Face Trainer's
+# loop (--logits dropped, hf_torch.py --keep-logits 0: the model's output
+# let go before backward), gpt2 with zeros and llama with set_to_none, each
+# in fp32 and under bf16 autocast, theory and measure.
 #
 # `tests/hf_torch.sh table` (make check-torch-ref; ZS_HF_SMALL=0 leaves out
 # GPT-2 small, minutes a run; ZS_TORCH26_ROOT names the 2.6 root): the issue's cases with
@@ -254,8 +257,9 @@ with tempfile.TemporaryDirectory() as t:
     opts = ["--framework", "torch", "--wrapper", "none", "--world", "1", "--schemes", "dp", "--precision",
             "amp-bf16" if d["amp"] == "bf16" else "fp32", "--torch-device", "cpu", "--torch-version", "1.13" if d["torch"].startswith("1.") else "2.6",
             "--optimizer-impl", d["optimizer_impl"], "--zero-grad", d["zero_grad"], "--attn", d["attn"]]
-    if not d["keep_logits"] or d["loss"] != "5.x" or \
-            d.get("mask", "where") == "add":
+    if not d["keep_logits"]:
+        opts += ["--logits", "dropped"]  # Trainer's compute_loss: the loss alone
+    if d["loss"] != "5.x" or d.get("mask", "where") == "add":
         why = "not described yet"
     else:
         p = subprocess.run([zerosim, "theory", "--model", cfg, "--seq", str(d["seq"]), "--batch", str(d["batch"])]
@@ -286,6 +290,7 @@ EOF
 		"gpt2 tiny, dropout 0.1" "--model $tmp/tiny-gpt2-drop.json --dropout config" \
 		"gpt2 tiny, bf16 autocast" "--model $tmp/tiny-gpt2.json --amp bf16" \
 		"llama tiny, untied" "--model $tmp/tiny-llama.json" \
+		"llama tiny, Trainer (logits dropped)" "--model $tmp/tiny-llama.json --keep-logits 0" \
 		"llama tiny, tied" "--model $tmp/tiny-llama.json --tied" \
 		"llama tiny, foreach" "--model $tmp/tiny-llama.json --optimizer-impl foreach" \
 		"llama tiny, attention dropout 0.1" "--model $tmp/tiny-llama-drop.json --dropout config" \
@@ -373,7 +378,8 @@ fi
 # SHARD_GRAD_OP (--schemes zero2: llama zeros foreach at N = 2, gpt2 with
 # BACKWARD_PRE at N = 3), and at N = 2 the
 # measure's final weights DDP's to the bit, ZeroRedundancyOptimizer over DDP
-# at N = 2 and 3 (its every rank). PyTorch
+# at N = 2 and 3 (its every rank), Trainer's loop (--logits dropped: gpt2
+# set_to_none, llama zeros under bf16 autocast). PyTorch
 # runs in the root (hf_torch.py alone: zerosim is this machine's binary),
 # zerosim's theory and measure here; equal to the byte or this fails.
 # Without a root: skip (77), a failure under ZS_REQUIRE_TORCH26=1.
@@ -471,7 +477,9 @@ if [ "${1:-}" = torch26 ]; then
 			"ddp2-gpt2-nonreentrant-ckpt|tiny-gpt2|--zero-grad none --ddp 2 --recompute full --recompute-impl non-reentrant|--wrapper ddp --optimizer-impl single --zero-grad none --recompute full --recompute-impl non-reentrant" \
 			"gemma2-nonreentrant-ckpt|tiny-gemma2|--zero-grad none --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad none --recompute full --recompute-impl non-reentrant" \
 			"llama-amp-bf16-nonreentrant-ckpt-zeros|tiny-llama|--zero-grad zeros --amp bf16 --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full --recompute-impl non-reentrant" \
-			"llama-frozen-nonreentrant-ckpt-zeros|tiny-llama|--zero-grad zeros --freeze all-but-last:1 --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad zeros --freeze all-but-last:1 --recompute full --recompute-impl non-reentrant"
+			"llama-frozen-nonreentrant-ckpt-zeros|tiny-llama|--zero-grad zeros --freeze all-but-last:1 --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad zeros --freeze all-but-last:1 --recompute full --recompute-impl non-reentrant" \
+			"gpt2-trainer|tiny-gpt2|--zero-grad none --keep-logits 0|--wrapper none --optimizer-impl single --zero-grad none --logits dropped" \
+			"llama-trainer-amp-bf16-zeros|tiny-llama|--zero-grad zeros --amp bf16 --keep-logits 0|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-bf16 --logits dropped"
 		do
 			label=${case%%|*} rest=${case#*|}
 			cfg=${rest%%|*} rest=${rest#*|}
@@ -617,7 +625,7 @@ hf_case() {
 	# what is compared)
 	set --
 	case $label in
-	ddp2-* | fsdp* | *dropout* | qwen* | phi3* | gemma* | *amp* | *ckpt*)
+	ddp2-* | fsdp* | *dropout* | qwen* | phi3* | gemma* | *amp* | *ckpt* | *trainer*)
 		cfg=$(echo "$targs" | sed 's/^--model \([^ ]*\).*/\1/')
 		case $targs in
 		*--tied*)
@@ -841,6 +849,10 @@ for phase in add check; do
 		"ddp2-llama-nonreentrant-ckpt-set_to_none|--model $tmp/tiny-llama.json --zero-grad none --ddp 2 --recompute full --recompute-impl non-reentrant|$ddp --optimizer-impl single --zero-grad none --recompute full --recompute-impl non-reentrant" \
 		"fsdp2-gpt2-nonreentrant-ckpt|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 2 --recompute full --recompute-impl non-reentrant|$fsdp --optimizer-impl single --zero-grad zeros --recompute full --recompute-impl non-reentrant" \
 		"gemma3_text-nonreentrant-ckpt|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --recompute full --recompute-impl non-reentrant|$plain --optimizer-impl single --zero-grad zeros --recompute full --recompute-impl non-reentrant" \
+		"gpt2-trainer|--model $tmp/tiny-gpt2.json --zero-grad zeros --keep-logits 0|$plain --optimizer-impl single --zero-grad zeros --logits dropped" \
+		"llama-trainer-set_to_none|--model $tmp/tiny-llama.json --zero-grad none --keep-logits 0|$plain --optimizer-impl single --zero-grad none --logits dropped" \
+		"gpt2-trainer-amp-bf16|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros --keep-logits 0|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16 --logits dropped" \
+		"llama-trainer-amp-bf16-set_to_none|--model $tmp/tiny-llama.json --amp bf16 --zero-grad none --keep-logits 0|$plain --optimizer-impl single --zero-grad none --precision amp-bf16 --logits dropped" \
 		"fsdp2-llama-ckpt|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2 --recompute full|$fsdp --optimizer-impl single --zero-grad zeros --recompute full" \
 		"fsdp2-zero2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 2 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad zeros" \
 		"fsdp2-zero2-llama-set_to_none|--model $tmp/tiny-llama.json --zero-grad none --fsdp 2 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad none" \

@@ -591,6 +591,13 @@ int zs_cmd_measure(int argc, char **argv)
 		        "implementation (its reader would run the reentrant one)");
 		goto fail;
 	}
+	/* --logits dropped: likewise no key (docs/formats.md); the case
+	 * would name the loop that keeps the logits */
+	if (c.logits_dropped && write_case != NULL) {
+		zs_fail(&cause, "--write-case with --logits dropped: a case has no key for the loop's hold on the logits "
+		        "(its reader would keep them)");
+		goto fail;
+	}
 	/* LoRA: --write-case writes the adapters' initial values (the case's
 	 * "lora", for tests/ft_torch.py --case); --case does not run them yet */
 	if (c.lora_r && case_path != NULL) {

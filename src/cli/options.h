@@ -62,7 +62,7 @@ struct zs_opt {
 	{"attn", 0, 1, ZS_OPT_CONFIG, NULL}, {"wrapper", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"grad-accum", 0, 1, ZS_OPT_CONFIG, NULL}, {"ddp-no-sync", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"fsdp-no-sync", 0, 1, ZS_OPT_CONFIG, "ddp-no-sync"}, {"ddp-find-unused", 0, 1, ZS_OPT_CONFIG, NULL}, \
-	{"recompute-impl", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"recompute-impl", 0, 1, ZS_OPT_CONFIG, NULL}, {"logits", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"freeze", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"lora-r", 0, 1, ZS_OPT_CONFIG, NULL}, {"lora-alpha", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"lora-dropout", 0, 1, ZS_OPT_CONFIG, NULL}, {"lora-targets", 0, 1, ZS_OPT_CONFIG, NULL}, \
@@ -132,6 +132,11 @@ struct zs_opt {
 	"                         default from PR #43203): every dense family,\n" \
 	"                         fp32 or amp-bf16, --wrapper none, ddp or fsdp,\n" \
 	"                         --freeze too, eager attention\n" \
+	"      --logits S         the PyTorch step's loop: kept (default; it holds\n" \
+	"                         the model's output to the step's end) or\n" \
+	"                         dropped (Hugging Face Trainer: the loss alone,\n" \
+	"                         the logits freed before backward); --wrapper\n" \
+	"                         none, --grad-accum 1, no mixture of experts\n" \
 	"      --freeze PATTERN   --wrapper none, ddp or fsdp (1.13: whole FSDP units),\n" \
 	"                         --framework paper with --model, or deepspeed\n" \
 	"                         with --model (dp, zero1, zero2, zero3; --offload\n" \

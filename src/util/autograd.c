@@ -1519,6 +1519,23 @@ static T lm_loss_bwd(struct bld *b, T one, int owned, T lsm, T tgt, T tw)
 	return dlg;
 }
 
+/* --logits dropped (Hugging Face Trainer: compute_loss returns the loss
+ * alone, `outputs` a local of it): once the model's forward has returned
+ * (its autocast region exited), the output and with it the logits go,
+ * before backward; *lg becomes NO. Nothing saves the logits themselves
+ * (lm_head's MmBackward keeps its input and weight, log_softmax its
+ * result), so their bytes go: in fp32 the one [B·T, V] tensor (
+ * logits.float() is itself), under autocast the 16-bit logits (the fp32
+ * copy went as the loss function returned). Held to tests/hf_torch.py
+ * --keep-logits 0. */
+static void drop_outputs(struct bld *b, T *lg)
+{
+	if (!b->o->drop_logits)
+		return;
+	unref(b, *lg);
+	*lg = NO;
+}
+
 /* The loop's `loss = outputs[0] / K` under --grad-accum K > 1 (Trainer's
  * training_step divides by gradient_accumulation_steps; tests/ft_torch.py):
  * div.Tensor by a Python int, a wrapped int64 (8 B, kept by DivBackward0
@@ -2838,6 +2855,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 	/* the loop keeps outputs (the loss and the logits) to the step's end;
 	 * the autocast region exits */
 	ac_clear(b, M);
+	drop_outputs(b, &lg);
 	scale_loss(b, M, loss);
 
 	/* Backward, from the requires_grad flags: a node runs only where an
@@ -4357,6 +4375,8 @@ static int moe_refuse(const struct zs_model *m, const struct ag_options *o, char
 	                                                           "give --grad-accum 1)"
 	                 : o->zero1_world ? "ZeroRedundancyOptimizer (give --schemes dp)"
 	                 : m->attn_pdrop > 0                  ? "attention_dropout (give a config with 0)"
+	                 : o->drop_logits                     ? "--logits dropped (the outputs' router_logits and "
+	                                                        "aux loss not compared yet; give --logits kept)"
 	                                                      : NULL;
 	if (no)
 		return refuse(cause, "--model %s: the PyTorch step of a mixture (%s) with %s is not described yet", m->name,
@@ -6702,6 +6722,7 @@ static void llama_step(struct bld *b, struct model *M)
 	}
 	unref(b, cos4);
 	unref(b, sin4);
+	drop_outputs(b, &lg);
 	scale_loss(b, M, loss);
 
 	T one, held;
@@ -7150,6 +7171,7 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->grad_accum = c->grad_accum ? c->grad_accum : 1;
 	o->recompute = !c->hf_recompute ? AG_CKPT_NONE : c->wrapper == ZS_WRAPPER_FSDP ? AG_CKPT_IN_UNIT : AG_CKPT_LOOP;
 	o->nonreentrant = o->recompute && c->recompute_nonreentrant;
+	o->drop_logits = c->logits_dropped;
 	o->ddp_no_sync = c->ddp_no_sync;
 	o->step1 = ag_step1_lacking(c) == NULL;
 	o->fsdp_prefetch = c->prefetch == ZS_PREFETCH_BACKWARD_PRE;

@@ -415,6 +415,12 @@ struct ag_options {
 	 * the call binds) let go as the layer's last node releases. gpt2 and
 	 * llama, fp32, --wrapper none (the rest refused by name). */
 	int nonreentrant;
+	/* --logits dropped: the loop keeps the loss alone, as Hugging Face
+	 * Trainer's compute_loss returns it: the model's output (its logits)
+	 * goes once the forward has returned, before backward (docs/
+	 * torch_saved.md, "Trainer's dropped logits"). The plain loop at
+	 * K = 1 (util/config.c refuses the rest); 0: held to the step's end. */
+	int drop_logits;
 	/* Build the first step as a list of its own (ag_step.step1): the
 	 * grads made by the first backward, Adam's state by the first step()
 	 * (docs/schedule.md, "The first step"). ag_options_from_config sets it

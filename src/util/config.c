@@ -344,7 +344,7 @@ static const char *const key_names[ZS_NKEYS] = {
 	"ds-prefetch-bucket", "ds-max-live", "torch-version", "torch-device", "optimizer-impl", "zero-grad", "attn",
 	"wrapper", "grad-accum", "ddp-no-sync", "freeze", "lora-r", "lora-alpha", "lora-dropout", "lora-targets",
 	"quant-base", "double-quant", "ds-sub-group-size", "ddp-find-unused",
-	"recompute-impl"};
+	"recompute-impl", "logits"};
 _Static_assert(sizeof key_names / sizeof key_names[0] == ZS_NKEYS, "a name for every key");
 
 /* One of a PyTorch option's names (names[first..n): "default" is no value
@@ -606,6 +606,11 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 		if (strcmp(value, "reentrant") != 0 && strcmp(value, "non-reentrant") != 0)
 			return zs_fail(cause, "--recompute-impl: '%.40s' is not one of reentrant, non-reentrant", value);
 		t.recompute_nonreentrant = strcmp(value, "non-reentrant") == 0;
+		break;
+	case ZS_KEY_LOGITS:
+		if (strcmp(value, "kept") != 0 && strcmp(value, "dropped") != 0)
+			return zs_fail(cause, "--logits: '%.40s' is not one of kept, dropped", value);
+		t.logits_dropped = strcmp(value, "dropped") == 0;
 		break;
 	case ZS_NKEYS:
 		break;
@@ -1136,7 +1141,8 @@ static int ddp_find_unused_check(const struct zs_config *c, char **cause)
 int zs_config_check_torch(const struct zs_config *c, char **cause)
 {
 	static const enum zs_key torch_keys[] = {ZS_KEY_TORCH_VERSION, ZS_KEY_TORCH_DEVICE, ZS_KEY_OPTIM_IMPL,
-	                                         ZS_KEY_ZERO_GRAD, ZS_KEY_ATTN, ZS_KEY_WRAPPER, ZS_KEY_RECOMPUTE_IMPL};
+	                                         ZS_KEY_ZERO_GRAD, ZS_KEY_ATTN, ZS_KEY_WRAPPER, ZS_KEY_RECOMPUTE_IMPL,
+	                                         ZS_KEY_LOGITS};
 	/* The paper's schedule runs no PyTorch: a setting of it would change
 	 * nothing, so it is refused rather than recorded. */
 	for (size_t i = 0; i < sizeof torch_keys / sizeof torch_keys[0]; i++)
@@ -1147,7 +1153,7 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 	 * nothing, so it is refused rather than recorded (--attn stays: it is
 	 * --flash-attn's reference column there). */
 	static const enum zs_key plain_keys[] = {ZS_KEY_TORCH_VERSION, ZS_KEY_TORCH_DEVICE, ZS_KEY_OPTIM_IMPL,
-	                                         ZS_KEY_ZERO_GRAD, ZS_KEY_RECOMPUTE_IMPL};
+	                                         ZS_KEY_ZERO_GRAD, ZS_KEY_RECOMPUTE_IMPL, ZS_KEY_LOGITS};
 	for (size_t i = 0; i < sizeof plain_keys / sizeof plain_keys[0]; i++)
 		if (!zs_wrapper_step(c) && (c->given & ZS_KEY_BIT(plain_keys[i])))
 			return zs_fail(cause, "--%s: only with --wrapper none, ddp, fsdp or deepspeed so far (the engine's own DDP, FSDP and "
@@ -1168,6 +1174,15 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 		               "FullyShardedDataParallel's no_sync())");
 	if ((c->given & ZS_KEY_BIT(ZS_KEY_DDP_FIND_UNUSED)) && ddp_find_unused_check(c, cause) != 0)
 		return -1;
+	/* --logits dropped (util/autograd.c, drop_outputs): the plain loop at
+	 * K = 1, held to tests/hf_torch.py --keep-logits 0; the wrappers'
+	 * and accumulation's Trainer are not held to a reference yet */
+	if (c->logits_dropped && c->wrapper != ZS_WRAPPER_NONE)
+		return zs_fail(cause, "--logits dropped with --wrapper %s: not described yet (give --wrapper none, or "
+		               "--logits kept)", zs_wrapper_name(c->wrapper));
+	if (c->logits_dropped && c->grad_accum > 1)
+		return zs_fail(cause, "--logits dropped with --grad-accum %u: not described yet (give --grad-accum 1, or "
+		               "--logits kept)", c->grad_accum);
 	/* no_sync() wraps micro-steps 0..K-2: at K = 1 there are none, and
 	 * a setting that changes nothing is refused rather than ignored */
 	if ((c->given & ZS_KEY_BIT(ZS_KEY_DDP_NO_SYNC)) && c->grad_accum <= 1)
@@ -1347,7 +1362,7 @@ const char *const zs_torch_json_keys[ZS_NTORCH_JSON_KEYS] = {"torch_version", "t
 
 const char *const zs_step_json_keys[ZS_NSTEP_JSON_KEYS] = {
 	"grad_accum", "ddp_no_sync", "freeze", "lora_r", "lora_alpha", "lora_dropout", "lora_targets", "quant_base",
-	"double_quant", "ddp_find_unused", "recompute_impl"};
+	"double_quant", "ddp_find_unused", "recompute_impl", "logits"};
 
 /* zs_step_json_keys' values, each only where it is on: a K = 1 run, one
  * that freezes nothing, one without LoRA or its 4-bit base writes none,
@@ -1378,6 +1393,8 @@ static void json_step_settings(cJSON *cfg, const struct zs_config *c)
 		cJSON_AddBoolToObject(cfg, key[ZS_SJ_DDP_FIND_UNUSED], 1);
 	if (c->recompute_nonreentrant)
 		cJSON_AddStringToObject(cfg, key[ZS_SJ_RECOMPUTE_IMPL], "non-reentrant");
+	if (c->logits_dropped)
+		cJSON_AddStringToObject(cfg, key[ZS_SJ_LOGITS], "dropped");
 }
 
 static void json_torch(cJSON *cfg, const struct zs_config *c, int attention)

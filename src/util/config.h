@@ -105,6 +105,10 @@ enum zs_key {
 	 * False (--recompute-impl reentrant|non-reentrant; util/autograd.h,
 	 * ag_options.nonreentrant) */
 	ZS_KEY_RECOMPUTE_IMPL,
+	/* the loop's hold on the model's output (--logits kept|dropped:
+	 * Hugging Face Trainer's compute_loss keeps the loss alone;
+	 * ag_options.drop_logits) */
+	ZS_KEY_LOGITS,
 	ZS_NKEYS
 };
 
@@ -172,6 +176,10 @@ struct zs_config {
 	/* --recompute-impl: 1 where non-reentrant (checkpoint's
 	 * use_reentrant=False), 0 (the default) where reentrant */
 	int recompute_nonreentrant;
+	/* --logits: 1 where dropped before backward (Trainer's compute_loss
+	 * returns the loss alone), 0 (the default) where the loop holds the
+	 * model's output to the step's end */
+	int logits_dropped;
 	/* --freeze: the parameters left out of training, util/freeze.h's
 	 * pattern ("" for none); a fixed array so that copies stay apart */
 	char freeze[ZS_FREEZE_MAX + 1];
@@ -265,6 +273,7 @@ enum zs_step_json_key {
 	ZS_SJ_DOUBLE_QUANT,
 	ZS_SJ_DDP_FIND_UNUSED,
 	ZS_SJ_RECOMPUTE_IMPL,
+	ZS_SJ_LOGITS,
 	ZS_NSTEP_JSON_KEYS
 };
 extern const char *const zs_step_json_keys[ZS_NSTEP_JSON_KEYS];
