@@ -338,7 +338,7 @@ only="give --schemes zero1, zero2 or zero3"
 stages="--wrapper deepspeed builds ZeRO stages 1, 2 and 3 so far: $only"
 # ZeRO-3 at N > 1 is built over the steady step (tests/ds3_torch.sh): its
 # --steps 1 is refused, as every --wrapper deepspeed run's
-z3n="--steps 1: --wrapper deepspeed has no first step of its own yet (its one step would be the steady step's over the set-up's state, which PyTorch never runs); give --steps 2"
+z3n="--steps 1: --wrapper deepspeed --schemes zero3 has no first step of its own yet (its one step would be the steady step's over the set-up's state, which PyTorch never runs); give --steps 2"
 keys="--wrapper deepspeed (ZeRO-1, 2 and 3 in fp32, no offload) takes --ds-reduce-bucket (and, with zero1 or zero2, --ds-overlap-comm off) alone so far"
 printf '{"format": "zerosim-sweep/2", "framework": "deepspeed", "wrapper": "deepspeed", "schemes": ["zero3"], "world": [2], "steps": 1, "torch-version": "1.13", "torch-device": "cpu", "precision": "fp32"}\n' \
 	>"$tmp/sp.json"
@@ -453,7 +453,7 @@ for cmd in measure theory; do
 	base="$cmd $ds --model $tiny --torch-device cpu --torch-version 1.13 --precision fp32 --schemes zero3"
 	# shellcheck disable=SC2086
 	{
-		try 2 "--steps 1: --wrapper deepspeed has no first step of its own yet (its one step would be the steady step's over the set-up's state, which PyTorch never runs); give --steps 2" \
+		try 2 "--steps 1: --wrapper deepspeed --schemes zero3 has no first step of its own yet (its one step would be the steady step's over the set-up's state, which PyTorch never runs); give --steps 2" \
 			$base --world 1,3 --steps 1 --out "$keep"
 		try 2 "--wrapper deepspeed --schemes zero3: a parameter of 65536 elements is larger than the reduce bucket (1000): DeepSpeed reduces it from its own .grad, which is not built yet (give --ds-reduce-bucket 65536 or more)" \
 			$base --world 1 --ds-reduce-bucket 1000 --out "$keep"

@@ -130,7 +130,9 @@ static void usage(void)
 "      --prefetch P       torch: FSDP's backward prefetch, none (default, as\n"
 "                         PyTorch 1.13) or backward-pre (torch 2.x's default)\n"
 ZS_HELP_TORCH_STEP
-"      --steps N          DeepSpeed's zero3 only: its mean comm over N steps\n"
+"      --steps N          the run's steps: 1 gives the first step's list\n"
+"                         (the plain loop, DDP, FSDP, DeepSpeed ZeRO-1/2);\n"
+"                         DeepSpeed's zero3: its mean comm over N steps\n"
 "      --seed, --lr, --beta1, --beta2, --eps\n"
 "                         ignored but by --routing FILE, whose run's they\n"
 "                         must be (the theory needs none)\n"

@@ -131,7 +131,8 @@ struct zs_opt {
 	"                         non-reentrant (use_reentrant=False, transformers'\n" \
 	"                         default from PR #43203): every dense family,\n" \
 	"                         fp32 or amp-bf16, --wrapper none, ddp or fsdp,\n" \
-	"                         --freeze too, eager attention\n" \
+	"                         --freeze too, eager attention (as reentrant:\n" \
+	"                         not the gemmas under fsdp or autocast)\n" \
 	"      --logits S         the PyTorch step's loop: kept (default; it holds\n" \
 	"                         the model's output to the step's end) or\n" \
 	"                         dropped (Hugging Face Trainer: the loss alone,\n" \
