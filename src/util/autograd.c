@@ -6781,6 +6781,10 @@ static void llama_step(struct bld *b, struct model *M)
 		}
 	}
 	unref(b, one);
+	/* a sparse block whose backward never ran (nothing in it needs a
+	 * gradient) still holds its expert table */
+	for (uint64_t l = 0; l < L; l++)
+		free(S[l].moe.ex);
 	free(S);
 	M->loss = loss;
 	M->logits = lg;
