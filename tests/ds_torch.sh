@@ -337,7 +337,7 @@ JSON
 only="give --schemes zero1, zero2 or zero3"
 stages="--wrapper deepspeed builds ZeRO stages 1, 2 and 3 so far: $only"
 # ZeRO-3 at N > 1 is built over the steady step (tests/ds3_torch.sh): its
-# --steps 1 is refused, as every --wrapper deepspeed run's
+# --steps 1 is refused (ZeRO-1's and 2's first step is built: below)
 z3n="--steps 1: --wrapper deepspeed --schemes zero3 has no first step of its own yet (its one step would be the steady step's over the set-up's state, which PyTorch never runs); give --steps 2"
 keys="--wrapper deepspeed (ZeRO-1, 2 and 3 in fp32, no offload) takes --ds-reduce-bucket (and, with zero1 or zero2, --ds-overlap-comm off) alone so far"
 printf '{"format": "zerosim-sweep/2", "framework": "deepspeed", "wrapper": "deepspeed", "schemes": ["zero3"], "world": [2], "steps": 1, "torch-version": "1.13", "torch-device": "cpu", "precision": "fp32"}\n' \

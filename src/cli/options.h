@@ -103,7 +103,7 @@ struct zs_opt {
 	"                         FULL_SHARD, zero2 SHARD_GRAD_OP; one a run);\n" \
 	"                         deepspeed (DeepSpeed's engine over it, --framework\n" \
 	"                         deepspeed: ZeRO-1 or ZeRO-2, or ZeRO-3 (N > 1: every\n" \
-	"                         parameter persisting, --steps 2 or more),\n" \
+	"                         parameter persisting; --steps 2 or more at any N),\n" \
 	"                         fp32, PyTorch 1.13, one a run, each rank's bytes\n" \
 	"                         its own; --ds-reduce-bucket sets its bucket; ZeRO-1\n" \
 	"                         and 2 with --freeze, --lora-r, --recompute full,\n" \

@@ -412,8 +412,9 @@ struct ag_options {
 	 * tensors packed into holders (no bytes); the rerun at the layer's
 	 * first unpack in the loop's own backward (2.6: stopped as its last
 	 * saved tensor is packed); the frame (the input, the RNG state, what
-	 * the call binds) let go as the layer's last node releases. gpt2 and
-	 * llama, fp32, --wrapper none (the rest refused by name). */
+	 * the call binds) let go as the layer's last node releases. Every
+	 * dense family, fp32 or autocast, --wrapper none, ddp or fsdp, with
+	 * --freeze (the rest refused by name: ag_step_build). */
 	int nonreentrant;
 	/* --logits dropped: the loop keeps the loss alone, as Hugging Face
 	 * Trainer's compute_loss returns it: the model's output (its logits)
