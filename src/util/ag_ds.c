@@ -68,7 +68,7 @@ static uint32_t view1(struct ag_pass *p, uint32_t flat, uint64_t at, uint64_t n)
 }
 
 /* The events from `from` on are rank r's alone. */
-static void rank_only(struct ag_pass *p, size_t from, unsigned r)
+void ag_ds_rank_only(struct ag_pass *p, size_t from, unsigned r)
 {
 	for (size_t i = from; i < p->nev; i++)
 		p->ev[i].only_rank = r + 1;
@@ -137,7 +137,7 @@ static void reduce_ipg(struct ds *d, enum zs_phase ph)
 		for (size_t i = 0; i < ns; i++) {
 			size_t from = p->nev;
 			agp_op(p, ph, AG_OP_COPY, view1(p, cat, so[i], sn[i]), view1(p, d->bucket, so[i], sn[i]));
-			rank_only(p, from, sr[i]);
+			ag_ds_rank_only(p, from, sr[i]);
 		}
 		agp_free(p, cat, ph);
 	}
@@ -160,7 +160,7 @@ static void reduce_ipg(struct ds *d, enum zs_phase ph)
 			agp_op(p, ph, AG_OP_COPY, view1(p, d->bucket, d->bo[j], d->numel[k]),
 			       view1(p, d->gip[r], d->gip_used[r], d->numel[k]));
 			d->gip_used[r] += d->numel[k];
-			rank_only(p, from, r);
+			ag_ds_rank_only(p, from, r);
 		}
 	}
 	d->nb = 0;
@@ -201,7 +201,7 @@ static size_t averaged(struct ds *d, unsigned r, uint32_t *v, uint32_t *pad, enu
 	if (cur < d->S) {
 		size_t from = p->nev;
 		*pad = made(p, "zeros (the last partition's padding)", d->dt, d->S - cur, 0, ZS_CAT_GRAD32, 0, ph);
-		rank_only(p, from, r);
+		ag_ds_rank_only(p, from, r);
 		v[m++] = *pad;
 	}
 	return m;
@@ -233,7 +233,7 @@ static void epilogue(struct ds *d, enum zs_phase ph)
 				e->in[1] = v[j];
 				e->arg[0] = 1;
 			}
-			rank_only(p, from, r);
+			ag_ds_rank_only(p, from, r);
 			ngip[r] = d->gip[r];
 		}
 		d->gip[r] = NO;
@@ -245,7 +245,7 @@ static void epilogue(struct ds *d, enum zs_phase ph)
 			agp_free(p, npad[r], ph);
 		if (ngip[r] != NO)
 			agp_free(p, ngip[r], ph);
-		rank_only(p, from, r);
+		ag_ds_rank_only(p, from, r);
 	}
 	d->have_avg = 1;
 	free(v);
@@ -798,7 +798,7 @@ static int ds_step(struct ds *d, const struct ag_ds_params *ppc, const struct ag
 			agp_alloc(p, tn, po);
 			agp_op(p, po, AG_OP_FILL, NO, tn)->arg[0] = 0;
 			agp_free(p, sm, po);
-			rank_only(p, from, r);
+			ag_ds_rank_only(p, from, r);
 		}
 		agp_op(p, po, AG_OP_ALL_REDUCE_SUM_, tn, tn);
 		uint32_t pw = made(p, "pow", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
@@ -817,7 +817,7 @@ static int ds_step(struct ds *d, const struct ag_ds_params *ppc, const struct ag
 			size_t from = p->nev;
 			for (size_t j = 0; j < navg[r] - (padr[r] != NO); j++)
 				agp_free(p, nrm[r][j], po);
-			rank_only(p, from, r);
+			ag_ds_rank_only(p, from, r);
 			free(nrm[r]);
 		}
 		free(nrm);
@@ -903,13 +903,13 @@ static int ds_step(struct ds *d, const struct ag_ds_params *ppc, const struct ag
 					agp_free(p, d->gip0[r], po);
 			}
 			agp_scalar_inplace(p, AG_OP_MUL_SCALAR_, g, 1.0, po);
-			rank_only(p, from, r);
+			ag_ds_rank_only(p, from, r);
 			size_t at = adam_step(p, o, &(struct ag_param_state){fp32p, g, am, av, astep}, first);
 			agp_free(p, gsto, po);
 			if (navg[r] == 1 && padr[r] != NO && gsto != padr[r] && d->dt == AG_F32)
 				agp_free(p, padr[r], po);
 			agp_op(p, po, AG_OP_COPY, fp32p, view1(p, d->flat, lo(d, r), d->S));
-			rank_only(p, at, r);
+			ag_ds_rank_only(p, at, r);
 			free(avg[r]);
 			avg[r] = NULL;
 		}
@@ -1023,7 +1023,7 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 		for (unsigned r = 0; r < world; r++) {
 			size_t from = p->nev;
 			agp_op(p, ph0, AG_OP_COPY, view1(p, d->flat, lo(d, r), d->S), c16);
-			rank_only(p, from, r);
+			ag_ds_rank_only(p, from, r);
 		}
 	}
 	agp_alloc(p, fp32p, ph0);
@@ -1034,7 +1034,7 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 	for (unsigned r = 0; r < world && c16 == NO; r++) {
 		size_t from = p->nev;
 		agp_op(p, ph0, AG_OP_COPY, view1(p, d->flat, lo(d, r), d->S), fp32p);
-		rank_only(p, from, r);
+		ag_ds_rank_only(p, from, r);
 	}
 	uint32_t z = made(p, "zeros (initialize_optimizer_states' gradient)", AG_F32, d->S, 0, ZS_CAT_GRAD32, 0, ph0);
 	agp_free(p, z, ph0);

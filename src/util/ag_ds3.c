@@ -115,12 +115,6 @@ static uint64_t chunk_len(const struct ds3 *d, size_t k, unsigned r)
 }
 
 /* The events from `from` on are rank r's alone. */
-static void only_rank(struct ag_pass *p, size_t from, unsigned r)
-{
-	for (size_t i = from; i < p->nev; i++)
-		p->ev[i].only_rank = r + 1;
-}
-
 /* reduce()'s at N > 1: reduce_scatter_coalesced (cc.py 158-218) over the
  * bucket's gradients sorted by ds_id (k[], their places bo_of[]). One gradient that N divides is
  * reduced where it is (its view of the bucket, 179-182); otherwise the
@@ -199,7 +193,7 @@ static void reduce_n(struct ds3 *d, const size_t *k, const uint64_t *bo_of, enum
 				size_t from = p->nev;
 				uint32_t src = ag_ds_view(p, p->s->tensor[out].storage, p->s->tensor[out].offset + at, len);
 				agp_op(p, ph, AG_OP_COPY, src, ag_ds_view(p, d->gpart, d->po[kj], len));
-				only_rank(p, from, r);
+				ag_ds_rank_only(p, from, r);
 			}
 		at += d->c[kj];
 	}
