@@ -8,7 +8,9 @@ tokens of every step, the optimizer's settings) and its weights side file
 (the initial weights, raw little-endian float32, in the parameter order
 docs/formats.md documents tensor by tensor). That is all this builds the
 run from: the model with torch.nn (written here from the papers'
-definitions, as Hugging Face's GPT2 and Llama modules compute them; phi3
+definitions, as Hugging Face's GPT2 and Llama modules compute them, and
+qwen2 as Llama's with q_proj, k_proj and v_proj biased: modeling_qwen2.py's
+Qwen2Attention, the one departure of its decoder layer from Llama's; phi3
 op for op from Hugging Face's modeling_phi3.py, Phi3ForCausalLM below, and
 qwen3 from modeling_qwen3.py, Qwen3ForCausalLM, gemma2 from
 modeling_gemma2.py, Gemma2ForCausalLM, gemma3_text from modeling_gemma3.py,
@@ -78,6 +80,8 @@ def layout(m):
     for l in range(L):
         h = f"h.{l}."
         t += norm(h + "ln1") + lin(h + "qkv", Q, d)
+        if m["model_type"] == "qwen2":  # q_proj, k_proj and v_proj biased (Qwen2Attention), the rows' order
+            t += [(h + "qkv_b", [Q])]
         if m["model_type"] in ("qwen3", "gemma3_text"):  # q_norm's weight, then k_norm's
             t += [(h + "qk_norm_w", [2 * hd])]
         t += lin(h + "proj", d, H * hd) + (norm(h + "post_attn") if gemma else [])
@@ -91,8 +95,9 @@ def layout(m):
     phi3, qwen3 = m["model_type"] == "phi3", m["model_type"] == "qwen3"
     # transformers' defaults: GPT2Config 1e-5, LlamaConfig 1e-6, Phi3Config 1e-5, Qwen3Config 1e-6
     eps = m.get("layer_norm_epsilon" if gpt2 else "rms_norm_eps", 1e-5 if gpt2 or phi3 else 1e-6)
+    # qwen2: Llama's block with q/k/v biased (modeling_qwen2.py, below), built by Model as llama
     family = ("gpt2" if gpt2 else "phi3" if phi3 else "qwen3" if qwen3 else "gemma3" if gemma3 else "gemma2" if gemma
-              else "llama")
+              else "qwen2" if m["model_type"] == "qwen2" else "llama")
     dims = {"family": family, "d": d, "layers": L, "heads": H,
             "kv_heads": KV, "head_dim": hd, "ffn": F, "vocab": V, "tied": tied, "eps": eps,
             "rope_theta": m.get("rope_theta", 1e6 if gemma3 else 10000.0),
@@ -138,7 +143,7 @@ class Model(torch.nn.Module):
         super().__init__()
         self.cfg = cfg
         d, V = cfg["d"], cfg["vocab"]
-        self.llama = cfg["family"] == "llama"
+        self.llama = cfg["family"] in ("llama", "qwen2")
         self.p = torch.nn.ParameterDict()
         for t in cfg["tensors"]:
             self.p[t["name"].replace(".", "_")] = torch.nn.Parameter(torch.zeros(t["shape"]))
@@ -699,6 +704,8 @@ def key_biases(cfg):
     shift common to all keys leaves the softmax unchanged), so in fp32 any
     step they take is rounding noise, in either framework."""
     mask = torch.zeros(cfg["params"], dtype=torch.bool)
+    if cfg["family"] != "gpt2":  # qwen2's key biases are rotated with the keys: their gradient is not zero
+        return mask
     H, KV, hd = cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
     for t in cfg["tensors"]:
         if t["name"].endswith(".qkv_b"):

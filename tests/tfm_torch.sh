@@ -1,6 +1,6 @@
 #!/bin/sh
 # tfm_torch — zerosim's transformer agrees with PyTorch, fed the case file
-# zerosim writes. For the tiny gpt2, llama, phi3 and qwen3 models, `zerosim measure
+# zerosim writes. For the tiny gpt2, llama, qwen2, phi3, qwen3, gemma2 and gemma3 models, `zerosim measure
 # --write-case` writes the run (three fp32 Adam steps: the model config,
 # the tokens, the optimizer; the initial weights in a raw float32 side
 # file); `measure --case` trains it again (the same digest, or the test
@@ -44,6 +44,10 @@ trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 # padding_idx, whose row no lookup's gradient reaches) the first token of
 # the run, so that it matters (Phi3Config's default 32000 is no row of a
 # 256-token table, which nn.Embedding refuses).
+# qwen2: llama's shape with q_proj, k_proj and v_proj biased (the fused
+# qkv's bias, qkv.b: docs/formats.md), tied (Qwen2.5-0.5B's), Qwen2.5's
+# rotary base 1000000; built in tests/tfm_torch.py as llama with the bias
+# (modeling_qwen2.py's Qwen2Attention is Llama's but for bias=True).
 # qwen3: llama's shape with q_norm and k_norm on each head, built in
 # tests/tfm_torch.py from modeling_qwen3.py op for op; a head_dim (24)
 # apart from hidden / heads (16); Qwen3-0.6B's rotary base 1000000.
@@ -73,6 +77,11 @@ cat >"$tmp/llama.json" <<'EOF_'
 {"model_type": "llama", "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
  "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 32,
  "rope_theta": 500000.0}
+EOF_
+cat >"$tmp/qwen2.json" <<'EOF_'
+{"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 32,
+ "rope_theta": 1000000.0, "tie_word_embeddings": true}
 EOF_
 cat >"$tmp/phi3.json" <<'EOF_'
 {"model_type": "phi3", "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
@@ -106,7 +115,7 @@ sed "s/\"pad_token_id\": null/\"pad_token_id\": $pad/" "$tmp/phi3.json" >"$tmp/p
 echo "tfm_torch: phi3's pad_token_id: $pad"
 status=0
 set -- # each family's run folder and config, for tfm_torch.py
-for family in ${ZS_TORCH_FAMILIES:-gpt2 llama phi3 qwen3 gemma2 gemma3}; do
+for family in ${ZS_TORCH_FAMILIES:-gpt2 llama qwen2 phi3 qwen3 gemma2 gemma3}; do
 	d=$tmp/$family
 	mkdir "$d" || exit 99
 	"$zerosim" measure -q --model "$tmp/$family.json" --seq 32 --batch 2 --world 1 --steps 3 --seed 11 \
