@@ -65,6 +65,28 @@ sed 's/}$/, "layer_types": ["sliding_attention", "full_attention", "sliding_atte
 # and the default pattern (6: all three layers slide) is another
 [ "$(first_loss "$tmp/gemma3-nopattern.json")" != "$base" ] || fail "sliding_window_pattern changes no loss"
 
+echo "gemma3: 3b: gemma-3-4b's rope_scaling (linear, factor 8) reaches the numbers, not the bytes"
+# rotary_emb's inv_freq divided by the factor, the global layer's alone
+# (Gemma3TextModel's rotary_emb_local is made from a config copy whose
+# rope_scaling is the default: modeling_gemma3.py; tests/tfm_torch.sh holds
+# the numbers to PyTorch's): the first loss moves, a factor of 1 is none,
+# and the bytes are the unscaled run's, theory and measure alike
+sed 's/}$/, "rope_scaling": {"rope_type": "linear", "factor": 8.0}}/' "$tmp/gemma3-tiny.json" >"$tmp/scaled.json"
+sed 's/}$/, "rope_scaling": {"type": "linear", "factor": 1}}/' "$tmp/gemma3-tiny.json" >"$tmp/scaled1.json"
+[ "$(first_loss "$tmp/scaled.json")" != "$base" ] || fail "rope_scaling changes no loss"
+[ "$(first_loss "$tmp/scaled1.json")" = "$base" ] || fail "rope_scaling's factor 1 changes the loss"
+for cmd in measure theory; do
+	for model in gemma3-tiny scaled; do
+		# shellcheck disable=SC2046
+		"$zerosim" $cmd $([ $cmd = measure ] && echo --quiet) --model "$tmp/$model.json" --seq 16 --batch 2 --world 2 --steps 1 \
+			--out "$tmp/b-$model.json" 2>"$tmp/err" || fail "$cmd $model: $(cat "$tmp/err")"
+		tr -d ' \t\n' <"$tmp/b-$model.json" | grep -o '"\(resident\|peak\)_bytes":[^a-z]*' >"$tmp/b-$model"
+	done
+	[ -s "$tmp/b-scaled" ] && cmp -s "$tmp/b-gemma3-tiny" "$tmp/b-scaled" ||
+		fail "$cmd: the scaled model's bytes are not the unscaled one's"
+done
+plain_loop_agrees "$tmp/scaled.json"
+
 echo "gemma3: 4: the shipped Gemma-3-1B and Gemma-3-4B by their Hub ids"
 shipped_theory() { # HUB-ID NAME PARAMS: theory.json's model and its Ψ
 	"$zerosim" theory --model "$1" --world 8 --seq 512 --out "$tmp/t.json" \
@@ -76,10 +98,9 @@ shipped_theory() { # HUB-ID NAME PARAMS: theory.json's model and its Ψ
 }
 shipped_theory Google/Gemma-3-1B-PT gemma-3-1b 999885952
 # the multimodal gemma-3-4b (model_type gemma3) by its text_config: the
-# text model's count (test_theory works it by hand); measure refuses its
-# global layers' linear rope_scaling by name
+# text model's count (test_theory works it by hand); its global layers'
+# linear rope_scaling (factor 8) is read (3b below)
 shipped_theory google/gemma-3-4b-pt gemma-3-4b 3880263168
-expect_refused '"rope_scaling" is {"factor":8,"rope_type":"linear"}' gemma-3-4b --seq 8
 # a model_type gemma3 holding the tiny config as its text_config (and a
 # vision_config, not read) measures as the tiny config itself
 { printf '{"model_type": "gemma3", "vision_config": {"hidden_size": 1152, "num_hidden_layers": 27}, "text_config": '
@@ -96,7 +117,10 @@ expect_refused "gemma3-tiny: --seq 32 is longer than its sliding_window 16" "$tm
 sed 's/}$/, "hidden_activation": "gelu"}/' "$tmp/gemma3-tiny.json" >"$tmp/gelu.json"
 expect_refused '"hidden_activation" is "gelu"; the engine.s transformer runs "gelu_pytorch_tanh"' "$tmp/gelu.json" --seq 8
 sed 's/}$/, "rope_scaling": {"rope_type": "linear", "factor": 8.0}}/' "$tmp/gemma3-tiny.json" >"$tmp/scaled.json"
-expect_refused '"rope_scaling" is {"rope_type":"linear","factor":8}' "$tmp/scaled.json" --seq 8
+sed 's/}$/, "rope_scaling": {"rope_type": "dynamic", "factor": 8.0}}/' "$tmp/gemma3-tiny.json" >"$tmp/dyn.json"
+expect_refused '"rope_scaling" is {"rope_type":"dynamic","factor":8}; the engine.s transformer runs null or gemma3_text.s linear scaling' "$tmp/dyn.json" --seq 8
+sed 's/}$/, "rope_scaling": {"rope_type": "linear"}}/' "$tmp/gemma3-tiny.json" >"$tmp/nofactor.json"
+expect_refused '"rope_scaling" is {"rope_type":"linear"}' "$tmp/nofactor.json" --seq 8
 sed 's/}$/, "layer_types": ["full_attention", "sliding_attention", "full_attention"]}/' \
 	"$tmp/gemma3-nopattern.json" >"$tmp/types2.json"
 expect_refused '"layer_types" is not one global layer in every' "$tmp/types2.json" --seq 8

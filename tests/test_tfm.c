@@ -213,7 +213,7 @@ static double att_loss(void *p)
 	if (c->w != NULL) /* qwen3's (gemma3's, by 1 + w) q/k norms first */
 		headnorm_forward(c->work, c->pre, c->rstd, c->w, 1e-5f, BB * TT, AH, AKV, AHD, c->one_plus);
 	if (c->rope)
-		rope_forward(c->work, 10000.0f, BB, TT, AH, AKV, AHD);
+		rope_forward(c->work, 10000.0f, 1.0f, BB, TT, AH, AKV, AHD);
 	if (c->cap > 0.0f) /* gemma2's: another scale, the scores soft-capped */
 		attention_forward_capped(c->out, c->att, c->th, c->work, BB, TT, AH, AKV, AHD, 0.3f, c->cap);
 	else
@@ -252,7 +252,7 @@ static void check_attention(int rope, int qk_norm, float cap)
 	else
 		attention_backward(dqkv, scratch, c.r, c.work, c.att, BB, TT, AH, AKV, AHD);
 	if (rope)
-		rope_backward(dqkv, 10000.0f, BB, TT, AH, AKV, AHD);
+		rope_backward(dqkv, 10000.0f, 1.0f, BB, TT, AH, AKV, AHD);
 	float *dw = zeros(2 * AHD);
 	if (qk_norm)
 		headnorm_backward(dqkv, dw, c.pre, c.w, c.rstd, BT, AH, AKV, AHD, c.one_plus);
@@ -289,7 +289,7 @@ START_TEST(test_rope_keeps_norms_and_position_zero)
 	size_t BT = BB * TT;
 	float *x = rnd(BT * AQ, 1.0f, 11), *y = malloc(BT * AQ * sizeof *y);
 	memcpy(y, x, BT * AQ * sizeof *y);
-	rope_forward(y, 10000.0f, BB, TT, AH, AKV, AHD);
+	rope_forward(y, 10000.0f, 1.0f, BB, TT, AH, AKV, AHD);
 	for (size_t r = 0; r < BT; r++)
 		for (size_t h = 0; h < AH + 2 * AKV; h++)
 			for (size_t i = 0; i < AHD / 2; i++) {

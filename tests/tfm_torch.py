@@ -110,6 +110,13 @@ def layout(m):
                     final_cap=m.get("final_logit_softcapping", None if gemma3 else 30.0))
     if gemma3:  # Gemma3TextConfig at 008f5c8c: sliding_window_pattern 6, rope_local_base_freq 10000
         dims.update(pattern=m.get("sliding_window_pattern", 6), rope_local=m.get("rope_local_base_freq", 10000.0))
+        # rope_scaling (gemma-3-4b's {"rope_type": "linear", "factor": 8.0}): rotary_emb's alone, the
+        # global layers'; rotary_emb_local's config copy says {"rope_type": "default"}
+        # (Gemma3TextModel.__init__)
+        rs = m.get("rope_scaling") or {}
+        if rs and rs.get("rope_type", rs.get("type")) != "linear":
+            sys.exit(f"tfm_torch: rope_scaling {rs}: only the linear type is built here")
+        dims.update(rope_factor=rs.get("factor", 1.0))
     return dims, tensors, off
 
 
@@ -633,6 +640,9 @@ class Gemma3ForCausalLM(Gemma2ForCausalLM):
         self.layers = torch.nn.ModuleList([Gemma3DecoderLayer(c, l) for l in range(c["layers"])])
         hd = c["head_dim"]
         self.inv_freq_local = 1.0 / (c["rope_local"] ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+        # rotary_emb's linear scaling: modeling_rope_utils.py's _compute_linear_scaling_rope_parameters
+        # divides the default's inv_freq in place, `inv_freq /= factor` (at 0044e3b3)
+        self.inv_freq /= c.get("rope_factor", 1.0)
         for l in range(c["layers"]):
             a = f"layers.{l}.self_attn."
             self.split[f"h.{l}.qk_norm_w"] = [a + "q_norm.weight", a + "k_norm.weight"]
@@ -730,7 +740,7 @@ def check(run_dir, config):
         with open(config) as f:
             hf, _, _ = layout(json.load(f))
         cfg.update(eps=hf["eps"], rope_theta=hf["rope_theta"], pad=hf["pad"])
-        cfg.update({k: hf[k] for k in ("scaling", "window", "attn_cap", "final_cap") if k in hf})
+        cfg.update({k: hf[k] for k in ("scaling", "window", "attn_cap", "final_cap", "rope_factor") if k in hf})
     with open(f"{run_dir}/measured.json") as f:
         measured = json.load(f)["runs"][0]
     with open(f"{run_dir}/final.json") as f:

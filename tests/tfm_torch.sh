@@ -99,6 +99,13 @@ cat >"$tmp/gemma3.json" <<'EOF_'
  "max_position_embeddings": 32, "query_pre_attn_scalar": 24, "sliding_window": 64,
  "sliding_window_pattern": 2}
 EOF_
+# gemma3s: gemma3 with gemma-3-4b's rope_scaling (linear, factor 8): its
+# global block 1 rotates by rope_theta's frequencies divided by 8
+# (rotary_emb), its sliding block 0 by rope_local_base_freq's unscaled
+# (rotary_emb_local, whose config copy says {"rope_type": "default"}:
+# Gemma3TextModel.__init__); the bytes are gemma3's, the numerics not.
+sed 's/}$/, "rope_scaling": {"rope_type": "linear", "factor": 8.0}}/' "$tmp/gemma3.json" >"$tmp/gemma3s.json" ||
+	exit 99
 cat >"$tmp/gemma2.json" <<'EOF_'
 {"model_type": "gemma2", "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
  "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 24, "vocab_size": 256,
@@ -115,7 +122,7 @@ sed "s/\"pad_token_id\": null/\"pad_token_id\": $pad/" "$tmp/phi3.json" >"$tmp/p
 echo "tfm_torch: phi3's pad_token_id: $pad"
 status=0
 set -- # each family's run folder and config, for tfm_torch.py
-for family in ${ZS_TORCH_FAMILIES:-gpt2 llama qwen2 phi3 qwen3 gemma2 gemma3}; do
+for family in ${ZS_TORCH_FAMILIES:-gpt2 llama qwen2 phi3 qwen3 gemma2 gemma3 gemma3s}; do
 	d=$tmp/$family
 	mkdir "$d" || exit 99
 	"$zerosim" measure -q --model "$tmp/$family.json" --seq 32 --batch 2 --world 1 --steps 3 --seed 11 \

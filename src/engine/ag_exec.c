@@ -882,7 +882,8 @@ static int op_embedding(struct opctx *oc, const struct agv *out, const struct ag
 }
 
 /* Non-elementwise ops over indices. */
-static int op_indexed(struct opctx *oc, enum ag_op op, const struct agv *out, float s0)
+/* (s1: ROPE_INV_FREQ's linear rope_scaling factor, arg[1]; 0: none) */
+static int op_indexed(struct opctx *oc, enum ag_op op, const struct agv *out, float s0, float s1)
 {
 	if (out->numel == 0)
 		return 0;
@@ -902,9 +903,14 @@ static int op_indexed(struct opctx *oc, enum ag_op op, const struct agv *out, fl
 		case AG_OP_SLIDING_MASK: /* tril(diagonal=-window): j - i <= -window */
 			st(out, w.off[0], (double)j + s0 <= (double)i ? 1.0f : 0.0f);
 			break;
-		case AG_OP_ROPE_INV_FREQ: /* 1.0 / (base ** (arange(0, dim, 2).float() / dim)), dim = 2n */
-			st(out, w.off[0], 1.0f / powf(s0, (float)(2 * lin) / (float)(2 * out->numel)));
+		case AG_OP_ROPE_INV_FREQ: { /* 1.0 / (base ** (arange(0, dim, 2).float() / dim)), dim = 2n; then a
+		                             * linear rope_scaling's `inv_freq /= factor` (modeling_rope_utils.py) */
+			float inv = 1.0f / powf(s0, (float)(2 * lin) / (float)(2 * out->numel));
+			if (s1 > 0.0f && s1 != 1.0f)
+				inv /= s1;
+			st(out, w.off[0], inv);
 			break;
+		}
 		default: /* AG_OP_CAUSAL_ADD_MASK */
 			st(out, w.off[0], j <= i ? 0.0f : s0);
 		}
@@ -1592,7 +1598,7 @@ static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **
 		case AG_OP_TRIL_MASK:
 		case AG_OP_ROPE_INV_FREQ:
 		case AG_OP_SLIDING_MASK:
-		case AG_OP_CAUSAL_ADD_MASK: rc = op_indexed(oc, e->op, &out[0], s0); break;
+		case AG_OP_CAUSAL_ADD_MASK: rc = op_indexed(oc, e->op, &out[0], s0, (float)e->arg[1]); break;
 		case AG_OP_CAT_LAST:
 			rc = nin < 1 ? FAIL("cat: no operand") : op_cat_last(oc, &out[0], in, nin);
 			break;

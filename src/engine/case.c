@@ -643,6 +643,13 @@ static cJSON *hf_config(const struct zs_tfm_run *tr)
 	if (m->window_pattern != 0) {
 		cJSON_AddItemToObject(o, "sliding_window_pattern", cJSON_CreateNumber((double)m->window_pattern));
 		cJSON_AddItemToObject(o, "rope_local_base_freq", cJSON_CreateNumber(short_float(tr->dims.rope_local_theta)));
+		/* the global layers' linear scaling where there is one (zs_model's
+		 * rope_factor; absent is none, as a case without it always said) */
+		if (tr->dims.rope_factor > 0.0f && tr->dims.rope_factor != 1.0f) {
+			cJSON *rs = cJSON_AddObjectToObject(o, "rope_scaling");
+			cJSON_AddItemToObject(rs, "rope_type", cJSON_CreateString("linear"));
+			cJSON_AddItemToObject(rs, "factor", cJSON_CreateNumber(short_float(tr->dims.rope_factor)));
+		}
 	}
 	/* the row nn.Embedding's padding_idx holds, or null for none: the llama
 	 * family's configs say it always, since some families' default is a

@@ -66,6 +66,7 @@ void tfm_dims_from_config(struct tfm_dims *d, const struct zs_model *hf)
 	                       .final_softcap = llama ? (float)hf->final_softcap : 0.0f,
 	                       .window_pattern = llama ? (size_t)hf->window_pattern : 0,
 	                       .rope_local_theta = llama ? (float)hf->rope_local_theta : 0.0f,
+	                       .rope_factor = llama ? (float)hf->rope_factor : 0.0f,
 	                       .experts = llama ? (size_t)hf->experts : 0,
 	                       .top_k = llama ? (size_t)hf->experts_per_tok : 0, .qwen_moe = llama && hf->qwen_moe,
 	                       .shared_ffn = llama ? (size_t)hf->shared_ffn : 0, .topk_raw = llama && hf->topk_raw};
@@ -74,6 +75,12 @@ void tfm_dims_from_config(struct tfm_dims *d, const struct zs_model *hf)
 float tfm_rope_theta(const struct tfm_dims *d, size_t l)
 {
 	return d->window_pattern != 0 && (l + 1) % d->window_pattern != 0 ? d->rope_local_theta : d->rope_theta;
+}
+
+float tfm_rope_factor(const struct tfm_dims *d, size_t l)
+{
+	int local = d->window_pattern != 0 && (l + 1) % d->window_pattern != 0;
+	return local || !(d->rope_factor > 0.0f) ? 1.0f : d->rope_factor;
 }
 
 void tfm_dims_shape(struct zs_model *m, const struct tfm_dims *d)
@@ -85,6 +92,7 @@ void tfm_dims_shape(struct zs_model *m, const struct tfm_dims *d)
 	                       .qk_norm = d->qk_norm, .gemma = d->gemma, .attn_scalar = d->attn_scalar,
 	                       .attn_softcap = d->attn_softcap, .final_softcap = d->final_softcap,
 	                       .window_pattern = d->window_pattern, .rope_local_theta = d->rope_local_theta,
+	                       .rope_factor = d->rope_factor,
 	                       .experts = d->experts, .experts_per_tok = d->top_k, .qwen_moe = d->qwen_moe,
 	                       .shared_ffn = d->shared_ffn, .topk_raw = d->topk_raw};
 }
@@ -167,6 +175,7 @@ void tfm_block_view(struct tfm_block_params *v, float *const slot[TFM_SLOTS], co
 {
 	memset(v, 0, sizeof *v);
 	v->rope_theta = tfm_rope_theta(d, l);
+	v->rope_factor = tfm_rope_factor(d, l);
 	for (size_t s = 0; s < tfm_block_modules(d); s++) {
 		float **w[] = {&v->ln1_w, &v->qkv_w, &v->qk_norm_w, &v->proj_w, &v->post_attn_w, &v->ln2_w, &v->fc_w,
 		               &v->fcproj_w, &v->post_ff_w};
@@ -335,7 +344,7 @@ static void attend(struct tfm_block_acts *a, const struct tfm_block_params *p, c
 		r16(a->f16, a->qkv, BT * Q);
 	}
 	if (d->family == TFM_LLAMA) {
-		rope_forward(a->qkv, p->rope_theta, B, T, H, KV, hd);
+		rope_forward(a->qkv, p->rope_theta, p->rope_factor, B, T, H, KV, hd);
 		r16(a->f16, a->qkv, BT * Q);
 	}
 	tfm_attention_recompute(a, d, B, T);
@@ -530,7 +539,7 @@ void tfm_block_backward_half(struct tfm_block_params *g, struct tfm_scratch *sc,
 		attention_backward_capped(sc->dqkv, sc->datt, sc->dx, a->qkv, a->att, a->att_tanh, B, T, H, KV, hd,
 		                          d->attn_scalar > 0.0f ? 1.0f / sqrtf(d->attn_scalar) : 1.0f / sqrtf((float)hd));
 		if (d->family == TFM_LLAMA)
-			rope_backward(sc->dqkv, p->rope_theta, B, T, H, KV, hd);
+			rope_backward(sc->dqkv, p->rope_theta, p->rope_factor, B, T, H, KV, hd);
 		break;
 	case ROLE_QK_NORM: /* in place on the q and k heads of dqkv */
 		if (prod)

@@ -68,6 +68,8 @@ struct tfm_dims {
 	float final_softcap; /* gemma2: the logits soft-capped (0: none) */
 	size_t window_pattern;  /* gemma3_text: block l slides unless (l + 1) % it == 0 (0: none) */
 	float rope_local_theta; /* gemma3_text: the sliding blocks' rotary base */
+	float rope_factor; /* gemma3_text: rope_scaling linear's factor, the global blocks' inverse
+	                      frequencies divided by it (0 or 1: none; zs_model's rope_factor) */
 	size_t experts;    /* mixtral: E experts a block in place of the MLP, ffn their inner width (0: none) */
 	size_t top_k;      /* mixtral: k experts each token is routed to (engine/tfm_moe.h) */
 	int qwen_moe;      /* qwen2_moe's block: experts' gate_proj, up_proj, down_proj in that
@@ -79,6 +81,11 @@ struct tfm_dims {
 /* Block l's rotary base: gemma3_text's sliding blocks
  * rope_local_theta, every other block rope_theta. */
 float tfm_rope_theta(const struct tfm_dims *d, size_t l);
+
+/* Block l's linear rope scaling: gemma3_text's global blocks
+ * rope_factor (rotary_emb's), every other block 1 (rotary_emb_local's
+ * default; zs_model's rope_factor). */
+float tfm_rope_factor(const struct tfm_dims *d, size_t l);
 
 /* 0 if d is a shape the kernels run, else -1 with a sentence in *cause. */
 int tfm_dims_check(const struct tfm_dims *d, char **cause);
@@ -116,6 +123,7 @@ struct tfm_block_params { /* absent tensors (llama's biases) are NULL */
 	float *fc_w, *fc_b;         /* (U, d), (U) */
 	float *fcproj_w, *fcproj_b; /* (d, F), (d) */
 	float rope_theta;           /* its block's rotary base (tfm_rope_theta) */
+	float rope_factor;          /* its linear scaling (tfm_rope_factor) */
 };
 struct tfm_final_params {
 	float *norm_w, *norm_b; /* (d), (d) — norm_b NULL for llama */

@@ -283,13 +283,18 @@ void lora_backward(float *dx, float *dA, float *dB, float *dt, const float *dy, 
 
 /* Rotate pairs (i, i + hd/2) of the first H + KV heads of every row by
  * the angle of position t, forward (sign +1) or back (sign -1). The
- * frequencies are computed in fp32 as Hugging Face computes them. */
-static void rope_apply(float *qkv, float theta, float sign, size_t B, size_t T, size_t H, size_t KV, size_t hd)
+ * frequencies are computed in fp32 as Hugging Face computes them, a linear
+ * rope_scaling's division after (_compute_linear_scaling_rope_parameters:
+ * `inv_freq /= factor` on the default's fp32 inv_freq; factor 1: none). */
+static void rope_apply(float *qkv, float theta, float factor, float sign, size_t B, size_t T, size_t H, size_t KV,
+                       size_t hd)
 {
 	size_t half = hd / 2, row = (H + 2 * KV) * hd;
 	for (size_t t = 0; t < T; t++)
 		for (size_t i = 0; i < half; i++) {
 			float inv = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
+			if (factor != 1.0f)
+				inv /= factor;
 			float ang = (float)t * inv, c = cosf(ang), s = sign * sinf(ang);
 			for (size_t b = 0; b < B; b++) {
 				float *p = qkv + (b * T + t) * row;
@@ -303,14 +308,14 @@ static void rope_apply(float *qkv, float theta, float sign, size_t B, size_t T, 
 		}
 }
 
-void rope_forward(float *qkv, float theta, size_t B, size_t T, size_t H, size_t KV, size_t hd)
+void rope_forward(float *qkv, float theta, float factor, size_t B, size_t T, size_t H, size_t KV, size_t hd)
 {
-	rope_apply(qkv, theta, 1.0f, B, T, H, KV, hd);
+	rope_apply(qkv, theta, factor, 1.0f, B, T, H, KV, hd);
 }
 
-void rope_backward(float *dqkv, float theta, size_t B, size_t T, size_t H, size_t KV, size_t hd)
+void rope_backward(float *dqkv, float theta, float factor, size_t B, size_t T, size_t H, size_t KV, size_t hd)
 {
-	rope_apply(dqkv, theta, -1.0f, B, T, H, KV, hd);
+	rope_apply(dqkv, theta, factor, -1.0f, B, T, H, KV, hd);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -107,8 +107,8 @@ void lora_backward(float *dx, float *dA, float *dB, float *dt, const float *dy, 
 /* Rotary embeddings in place on the query and key heads of qkv
  * (B, T, (H + 2·KV)·hd): the first (H + KV) heads of each row, at
  * position t. Backward is the inverse rotation, in place on dqkv. */
-void rope_forward(float *qkv, float theta, size_t B, size_t T, size_t H, size_t KV, size_t hd);
-void rope_backward(float *dqkv, float theta, size_t B, size_t T, size_t H, size_t KV, size_t hd);
+void rope_forward(float *qkv, float theta, float factor, size_t B, size_t T, size_t H, size_t KV, size_t hd);
+void rope_backward(float *dqkv, float theta, float factor, size_t B, size_t T, size_t H, size_t KV, size_t hd);
 
 /* Causal attention. qkv (B, T, (H + 2·KV)·hd): queries, keys, values.
  * out (B, T, H·hd); att (B, H, T, T) the softmax (zero above the

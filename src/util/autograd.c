@@ -5272,10 +5272,18 @@ static void llama_setup(struct bld *b, struct model *M)
 	if (b->o->mdt != AG_F32) {
 		T orig = mk(b, "original_inv_freq (fp32)", AG_F32, 1, SH(m->head_dim / 2), AG_ROLE_BUFFER, ZS_CAT_PARAM32,
 		            -1);
-		op(b, AG_OP_ROPE_INV_FREQ, NO, NO, NO, orig, NO, NO)->arg[0] = m->rope_theta;
+		struct ag_event *e = op(b, AG_OP_ROPE_INV_FREQ, NO, NO, NO, orig, NO, NO);
+		e->arg[0] = m->rope_theta;
+		e->arg[1] = gemma3(m) ? m->rope_factor : 0;
 	}
 	M->inv_freq = mk(b, "inv_freq buffer", b->o->mdt, 1, SH(m->head_dim / 2), AG_ROLE_BUFFER, ZS_CAT_PARAM32, -1);
-	op(b, AG_OP_ROPE_INV_FREQ, NO, NO, NO, M->inv_freq, NO, NO)->arg[0] = m->rope_theta;
+	/* gemma3_text's global layers' linear rope_scaling (zs_model's
+	 * rope_factor): the same buffer, divided in place as it is made
+	 * (_compute_linear_scaling_rope_parameters' `inv_freq /= factor`);
+	 * inv_freq_local is rotary_emb_local's, the default's */
+	struct ag_event *ie = op(b, AG_OP_ROPE_INV_FREQ, NO, NO, NO, M->inv_freq, NO, NO);
+	ie->arg[0] = m->rope_theta;
+	ie->arg[1] = gemma3(m) ? m->rope_factor : 0;
 	if (gemma3(m)) { /* Gemma3RotaryEmbedding's second buffer, the sliding layers' */
 		M->inv_freq_local = mk(b, "inv_freq buffer (sliding_attention)", AG_F32, 1, SH(m->head_dim / 2),
 		                       AG_ROLE_BUFFER, ZS_CAT_PARAM32, -1);

@@ -191,7 +191,8 @@ static const struct {
 	{ ZS_FAMILY_LLAMA, 1, "hidden_activation", { "\"gelu_pytorch_tanh\"", NULL } },
 	/* Gemma2Config's use_bidirectional_attention (at 008e5743): no causal mask */
 	{ ZS_FAMILY_LLAMA, 1, "use_bidirectional_attention", { "null", "false" } },
-	{ ZS_FAMILY_LLAMA, -1, "rope_scaling", { "null", NULL } },
+	/* gemma3_text's linear scaling is read by read_rope_scaling */
+	{ ZS_FAMILY_LLAMA, 0, "rope_scaling", { "null", NULL } },
 	/* transformers 5.x's per-layer-type rotary settings (Gemma3TextConfig
 	 * at 0018aa64: rope_parameters by layer type); the engine reads
 	 * rope_theta and rope_local_base_freq, 4.x's keys, only */
@@ -353,6 +354,40 @@ static int read_gemma3_layers(const cJSON *cfg, const char *where, struct zs_mod
 			               (unsigned long long)m->layers);
 	}
 	return read_positive(cfg, "rope_local_base_freq", 10000.0, where, &m->rope_local_theta, cause);
+}
+
+/* rope_scaling of a gemma (m->gemma): gemma3_text's linear one, {"rope_type"
+ * (or 4.x's older "type"): "linear", "factor": f > 0}, into m->rope_factor.
+ * Gemma3TextModel gives it to rotary_emb, the global layers', alone:
+ * rotary_emb_local is made from a copy of the config whose rope_scaling is
+ * {"rope_type": "default"} (modeling_gemma3.py, Gemma3TextModel.__init__,
+ * 4.50; at 0018aa64, 5.x, rope_parameters["sliding_attention"] is the
+ * default's), and the linear type's _compute_linear_scaling_rope_parameters
+ * divides the default's inv_freq by the factor (modeling_rope_utils.py at
+ * 0044e3b3: `inv_freq /= factor`), attention_scaling 1. Any other value
+ * (another type, gemma2's) is a numeric the engine does not run
+ * (m->unrun), as elsewhere. */
+static void read_rope_scaling(const cJSON *cfg, struct zs_model *m)
+{
+	const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
+	if (!m->gemma || m->unrun[0] != '\0' || rs == NULL || cJSON_IsNull(rs))
+		return;
+	const cJSON *type = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+	if (type == NULL)
+		type = cJSON_GetObjectItemCaseSensitive(rs, "type");
+	const cJSON *f = cJSON_GetObjectItemCaseSensitive(rs, "factor");
+	if (m->window_pattern != 0 && cJSON_IsObject(rs) && cJSON_GetArraySize(rs) == 2 && cJSON_IsString(type) &&
+	    strcmp(type->valuestring, "linear") == 0 && cJSON_IsNumber(f) && isfinite(f->valuedouble) &&
+	    f->valuedouble > 0) {
+		m->rope_factor = f->valuedouble;
+		return;
+	}
+	char *text = cJSON_PrintUnformatted(rs);
+	if (text == NULL)
+		zs_oom(__FILE__, __LINE__);
+	snprintf(m->unrun, sizeof m->unrun, "\"rope_scaling\" is %.40s%s; the engine's transformer runs null%s", text,
+	         strlen(text) > 40 ? "..." : "", m->window_pattern != 0 ? " or gemma3_text's linear scaling" : "");
+	free(text);
 }
 
 /* A flag of the config: true or false, absent or null for the default. */
@@ -636,6 +671,7 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 			m.sliding_window = (uint64_t)sw->valuedouble;
 	}
 	read_numerics(cfg, &m);
+	read_rope_scaling(cfg, &m);
 	/* LlamaModel, MistralModel, Qwen2Model, Phi3Model and Qwen3Model make embed_tokens
 	 * nn.Embedding(vocab_size, hidden_size, pad_token_id): no lookup's
 	 * gradient reaches that row (a negative one counts from the end), and

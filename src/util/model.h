@@ -168,6 +168,8 @@ struct zs_model {
 	uint64_t window_pattern;/* gemma3_text: every window_pattern-th layer is global, the
 	                           others slide and rotate by rope_local_theta (0: none) */
 	double rope_local_theta;/* gemma3_text: rope_local_base_freq (0: every layer rope_theta) */
+	double rope_factor;     /* gemma3_text: rope_scaling {"rope_type": "linear", "factor": f}'s f, the
+	                           global layers' inverse frequencies divided by it (0 or 1: none) */
 	uint64_t experts;       /* mixtral: num_local_experts, qwen2_moe and qwen3_moe: num_experts, E, each block's experts
 	                           (0: a dense MLP) */
 	uint64_t experts_per_tok;/* num_experts_per_tok, k, the experts each token is routed to */
