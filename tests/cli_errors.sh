@@ -543,19 +543,19 @@ bad_measure "$moe_no --freeze or --lora-r outside --framework torch --wrapper no
 bad_measure "$moe_no --freeze or --lora-r outside --framework torch --wrapper none" --model mixtral-8x7b --seq 8 \
 	--framework torch --torch-version 1.13 --torch-device cpu --wrapper ddp --world 2 --schemes dp --lora-r 4
 # the PyTorch step's theory: the plain loop's alone, and in fp32 only (the review of s35-int)
-# under --wrapper ddp too: a run's routing, as under none
-bad_theory "--routing balanced: under --framework torch the step follows a run's own routing (give --routing FILE)" \
+# under --wrapper ddp too: balanced's 32 assignments leave 28 of 60 experts
+# idle from the first step, whose .grad and Adam state PyTorch never makes
+bad_theory "--routing balanced: block 0's expert 32 gets no token in the run's first step, so its .grad stays None" \
 	--model qwen1.5-moe-a2.7b --seq 8 --world 2 --schemes dp --framework torch --torch-version 1.13 --torch-device cpu --wrapper ddp \
 	--precision fp32
 moe_th="a mixture of experts (8 experts, top 2): the theory follows the engine's step, $moe_in, so far; not with"
 bad_theory "mixtral-8x7b: $moe_th --precision amp-bf16 under --framework torch --wrapper ddp (give fp32, or --wrapper none)" \
 	--model mixtral-8x7b --seq 8 --world 2 --schemes dp --precision amp-bf16 --framework torch --torch-version 1.13 --torch-device cpu \
 	--wrapper ddp
-# accumulation: each micro-step routes its own tokens, a run's routing
-# (its micro-steps' counts: docs/formats.md "micro_steps") as at K = 1
-bad_theory "--routing balanced: under --framework torch the step follows a run's own routing (give --routing FILE)" \
+# worst from the shape: its step 1 routes balanced, so one step is refused
+bad_theory "--routing worst under --framework torch: --steps 1 is the run's first step" \
 	--model mixtral-8x7b --seq 8 --precision fp32 --framework torch --torch-version 1.13 --torch-device cpu \
-	--wrapper none --world 1 --schemes dp --grad-accum 2
+	--wrapper none --world 1 --schemes dp --grad-accum 2 --steps 1 --routing worst
 [ -d "$top/data/models" ] || unset ZEROSIM_DATADIR
 # MixtralConfig stores a null as None, on which its block fails: refused,
 # not read as the default 2

@@ -419,6 +419,75 @@ fi
 # shellcheck disable=SC2086
 "$zerosim" measure -q $w1 --framework torch --torch-version 1.13 --torch-device cpu --wrapper none \
 	--out "$tmp/mt.json" 2>"$tmp/err" || fail "measure of a mixture under torch: $(cat "$tmp/err")"
+# the plain loop's theory under --routing balanced and worst (not only FILE):
+# under set_to_none FILE is the measurement to the byte, balanced departs
+# from it (its counts the issue's: 32 each), worst is the FILE of its own
+# counts (step 1 balanced, then the first k experts B·T each), and worst
+# at --steps 1 is refused (its idle experts would never get a .grad)
+pl="--framework torch --torch-version 1.13 --torch-device cpu --wrapper none --zero-grad none"
+# shellcheck disable=SC2086
+"$zerosim" measure -q $w1 $pl --out "$tmp/mn.json" || fail "measure of a mixture under set_to_none"
+for r in file balanced worst; do
+	arg=$r
+	[ "$r" = file ] && arg=$tmp/mn.json
+	# shellcheck disable=SC2086
+	"$zerosim" theory $w1 $pl --routing "$arg" --out "$tmp/pl-$r.json" 2>"$tmp/err" ||
+		fail "theory --framework torch --routing $r: $(cat "$tmp/err")"
+done
+python3 - "$tmp" <<'PY' || exit 99
+import json, sys
+t = sys.argv[1]
+m = json.load(open(t + "/mn.json"))
+json.dump(m, open(t + "/mn-orig.json", "w"))
+run = m["runs"][0]
+L, E = run["routing"]["blocks"], run["routing"]["experts"]
+bal, worst = [[32] * E] * L, [[64, 64] + [0] * (E - 2)] * L
+run["routing"]["tokens_per_expert"] = [[bal, worst, worst]]
+json.dump(m, open(t + "/mn-worst.json", "w"))
+PY
+# shellcheck disable=SC2086
+"$zerosim" theory $w1 $pl --routing "$tmp/mn-worst.json" --out "$tmp/pl-wfile.json" 2>"$tmp/err" ||
+	fail "theory --routing FILE of worst's counts: $(cat "$tmp/err")"
+if python3 - "$tmp" <<'PY' >"$tmp/out" 2>&1; then
+import json, sys
+t = sys.argv[1]
+run = json.load(open(t + "/mn.json"))["runs"][0]
+def sched(n):
+    j = json.load(open("%s/pl-%s.json" % (t, n)))
+    return j["rows"][0]["schedule"], j["config"].get("routing", {})
+bad = []
+first = lambda v: v[0] if isinstance(v, list) else v
+meas = (first(run["resident_bytes"]), first(run["peak_bytes"]))
+for n in ("file", "balanced", "worst", "wfile"):
+    s, _ = sched(n)
+    print(n, s["resident_bytes"], s["peak_bytes"])
+f, b, w, wf = (sched(n)[0] for n in ("file", "balanced", "worst", "wfile"))
+if (f["resident_bytes"], f["peak_bytes"]) != meas:
+    bad.append("FILE %s, measured %s" % ((f["resident_bytes"], f["peak_bytes"]), meas))
+if b["resident_bytes"] != meas[0] or b["peak_bytes"] == meas[1]:
+    bad.append("balanced %s against measured %s: no departure shown" % ((b["resident_bytes"], b["peak_bytes"]), meas))
+if (w["resident_bytes"], w["peak_bytes"]) != (wf["resident_bytes"], wf["peak_bytes"]):
+    bad.append("worst %s, the FILE of its counts %s" % ((w["resident_bytes"], w["peak_bytes"]),
+                                                          (wf["resident_bytes"], wf["peak_bytes"])))
+for n, want in (("balanced", [32, 32, 32, 32]), ("worst", [64, 64, 0, 0])):
+    got = sched(n)[1].get("tokens_per_expert")
+    if got != want:
+        bad.append("config.routing.tokens_per_expert of %s: %s" % (n, got))
+print("measured", meas[0], meas[1], "; balanced departs by %+d B" % (meas[1] - b["peak_bytes"]))
+if bad:
+    sys.exit("; ".join(bad))
+PY
+	echo "ok: the plain loop's routings: $(tr '\n' ' ' <"$tmp/out")"
+else
+	fail "the plain loop's routings: $(cat "$tmp/out")"
+fi
+# shellcheck disable=SC2086
+refuse "--routing worst under --framework torch: --steps 1 is the run's first step" --model "$tmp/config.json" \
+	--seq 16 --batch 4 --precision fp32 --world 1 --steps 1 $pl --routing worst
+# shellcheck disable=SC2086
+"$zerosim" theory $w1 $pl --routing worst >"$tmp/pw.txt" || fail "the plain loop's text under worst"
+grep -q "the routing is worst (--routing), tokens per expert a block 64, 64, 0, 0 (step 1 balanced" "$tmp/pw.txt" ||
+	fail "the plain loop's text under worst: $(grep "the routing is" "$tmp/pw.txt")"
 pair() { # PAPER: the report of the plain loop's theory beside PAPER, its stderr in $tmp/r.err
 	ZEROSIM_DATADIR=${ZEROSIM_DATADIR:-${srcdir:-.}} "$zerosim" report --no-render --measured "$tmp/mlp-m.json" \
 		--theory "$tmp/mlp-t.json" --transformer "$tmp/tt.json" ${1:+--transformer "$1"} --out "$tmp/rep-pair" \

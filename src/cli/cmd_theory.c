@@ -169,7 +169,9 @@ ZS_HELP_TORCH_STEP
 "                         and --precision (from step 2 --optimizer, --lr,\n"
 "                         --beta1, --beta2, --eps); --framework torch\n"
 "                         --wrapper none or ddp (mixtral, qwen2_moe,\n"
-"                         qwen3_moe; 1.13 or 2.6, fp32): FILE only, its last\n"
+"                         qwen3_moe; 1.13 or 2.6, fp32): balanced or worst\n"
+"                         every step and rank alike (worst: step 1\n"
+"                         balanced, --steps 2 or more), or FILE, its last\n"
 "                         step (its peak the most of its steps' after the\n"
 "                         first; ddp: each rank's own, none idle but under\n"
 "                         --ddp-find-unused on, one N a sweep where the\n"
@@ -318,12 +320,16 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 		return zs_fail(cause, "%s: %s gets no token (--schemes %s): " ZS_MOE_STARVED, m->name, starved, schemes);
 	if (config->framework == ZS_FW_TORCH) {
 		/* the steady step's: the file's run of the sweep's first (scheme,
-		 * unit, N), rank 0, its last step (tests/moe_hf_torch.sh) */
-		if (r->mode != THEORY_ROUTING_FILE)
-			return zs_fail(cause, "--routing %s: under --framework torch the step follows a run's own routing "
-			               "(give --routing FILE)", arg != NULL ? arg : "balanced");
+		 * unit, N), rank 0, its last step (tests/moe_hf_torch.sh); under
+		 * balanced or worst the run those counts make, every rank alike
+		 * (theory_routing_torch) */
+		if (r->mode != THEORY_ROUTING_FILE && theory_routing_torch(r, m, config, BT, cause) < 0)
+			return -1;
+		const char *rarg = arg != NULL ? arg : "balanced";
 		const struct theory_routing_run *x =
-		        theory_routing_run_of(r, config->schemes[0], config->units[0], config->world[0]);
+		        r->mode == THEORY_ROUTING_FILE
+		                ? theory_routing_run_of(r, config->schemes[0], config->units[0], config->world[0])
+		                : &r->torch;
 		/* an expert without a token keeps its .grad None under zero_grad
 		 * zeros too (1.13's zeroes the grads there are), so Adam skips it
 		 * until its first token: the step's set-up gives every parameter
@@ -352,11 +358,11 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 					return zs_fail(cause, "--routing %s: block %zu's expert %zu gets no token on any rank in "
 					               "the run's first step: under --ddp-find-unused the reducer leaves its .grad "
 					               "None and Adam skips it until one comes: not described yet (give more "
-					               "tokens: --batch, --seq)", arg, i / x->experts % (x->blocks / x->micro), i % x->experts);
+					               "tokens: --batch, --seq)", rarg, i / x->experts % (x->blocks / x->micro), i % x->experts);
 			} else if (x->counts[i] == 0)
 				return zs_fail(cause, "--routing %s: block %zu's expert %zu gets no token in the run's first "
 				               "step%s, so its .grad stays None and Adam skips it until one comes: not described "
-				               "under --framework torch yet (give more tokens: --batch, --seq)", arg,
+				               "under --framework torch yet (give more tokens: --batch, --seq)", rarg,
 				               i % LE1 / x->experts, i % x->experts, x->micro > 1 ? " (in any micro-step)" : "");
 		}
 		size_t LE = x->blocks * x->experts;
@@ -372,13 +378,13 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 			if (!unused && theory_routing_starved(r, m, config, ~0u, BT, starved, sizeof starved))
 				return zs_fail(cause, "--routing %s: %s gets no token: under --wrapper ddp "
 				               "(find_unused_parameters False) its bucket is never reduced, and PyTorch 1.13 "
-				               "raises at the step after (give more tokens: --batch, --seq)", arg, starved);
+				               "raises at the step after (give more tokens: --batch, --seq)", rarg, starved);
 			/* each rank routes its own batch: where the ranks route apart
 			 * (in any step), each walks its own lists (zs_config.moe_run),
 			 * which the theory follows for one N a sweep (its run's
 			 * ranks); one routing for every rank serves every N */
 			int apart = 0;
-			for (size_t w = 0; w < config->nworld; w++) {
+			for (size_t w = 0; r->mode == THEORY_ROUTING_FILE && w < config->nworld; w++) {
 				const struct theory_routing_run *y =
 				        theory_routing_run_of(r, config->schemes[0], config->units[0], config->world[w]);
 				for (unsigned k = y == x; k < y->world; k++)

@@ -428,6 +428,8 @@ struct theory_routing {
 	struct theory_routing_run *run;
 	size_t nruns;
 	cJSON *config;                  /* file: its "config" (NULL: none), what its run was */
+	struct theory_routing_run torch; /* balanced, worst under --framework torch: the run the PyTorch step
+	                                  * walks (theory_routing_torch), one rank's; counts NULL until made */
 };
 /* A rank's counts: [step][block][expert], steps of them (the walk takes
  * step t's as t mod steps). */
@@ -463,6 +465,16 @@ void theory_rank_counts_free(struct theory_rank_counts *c);
  * first named into what (n bytes), or 0. */
 int theory_routing_starved(const struct theory_routing *r, const struct zs_model *m, const struct zs_config *c,
                            unsigned schemes, uint64_t BT, char *what, size_t n);
+/* Under --framework torch with balanced or worst: r->torch, a run of
+ * c->steps steps whose every step (under --grad-accum K each of its K
+ * micro-steps) routes each block as theory_rank_counts does, the same on
+ * every rank, but for worst's step 1, balanced: the PyTorch step gives an
+ * expert its .grad and Adam's state at its first token, so worst's idle
+ * experts from step 1 would hold neither, a step smaller than any run
+ * past its first (docs/schedule.md, "Mixtures of experts"). --steps 1
+ * under worst is refused (-1 with *cause). */
+int theory_routing_torch(struct theory_routing *r, const struct zs_model *m, const struct zs_config *c, uint64_t BT,
+                         char **cause);
 /* Whether the ranks' counts can differ (a file's). */
 int theory_routing_per_rank(const struct theory_routing *r);
 

@@ -27,6 +27,7 @@ void theory_routing_free(struct theory_routing *r)
 		cJSON_Delete(r->run[i].json);
 	}
 	free(r->run);
+	free(r->torch.counts);
 	cJSON_Delete(r->config);
 	memset(r, 0, sizeof *r);
 }
@@ -352,6 +353,30 @@ void theory_rank_counts(struct theory_rank_counts *out, const struct theory_rout
 			out->own[l * E + e] = r != NULL && r->mode == THEORY_ROUTING_WORST ? (e < k_ ? BT : 0)
 			                      : A / E + (e < A % E ? 1 : 0);
 	out->counts = out->own;
+}
+
+int theory_routing_torch(struct theory_routing *r, const struct zs_model *m, const struct zs_config *c, uint64_t BT,
+                         char **cause)
+{
+	if (r->mode == THEORY_ROUTING_WORST && c->steps < 2)
+		return zs_fail(cause, "--routing worst under --framework torch: --steps 1 is the run's first step, where "
+		               "the experts worst leaves idle would never get their .grad and Adam's state (give --steps "
+		               "2 or more: step 1 routes balanced, every later step worst)");
+	struct theory_rank_counts bal, own;
+	theory_rank_counts(&bal, NULL, m, BT, ZS_DP, ZS_UNIT_MODEL, 1, 0);
+	theory_rank_counts(&own, r, m, BT, ZS_DP, ZS_UNIT_MODEL, 1, 0);
+	struct theory_routing_run *x = &r->torch;
+	size_t K = c->grad_accum > 1 ? c->grad_accum : 1, LE = (size_t)m->layers * m->experts;
+	free(x->counts);
+	*x = (struct theory_routing_run){.scheme = c->schemes[0], .unit = c->units[0], .world = 1, .steps = c->steps,
+	                                 .blocks = K * m->layers, .experts = m->experts, .micro = K};
+	x->counts = zs_calloc(x->steps * K * LE, sizeof *x->counts);
+	for (size_t t = 0; t < x->steps; t++)
+		for (size_t k = 0; k < K; k++)
+			memcpy(x->counts + (t * K + k) * LE, (t == 0 ? &bal : &own)->counts, LE * sizeof *x->counts);
+	theory_rank_counts_free(&bal);
+	theory_rank_counts_free(&own);
+	return 0;
 }
 
 /* Whether c's sweep takes run x (theory_routing_run_of) for a scheme of

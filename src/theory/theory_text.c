@@ -301,6 +301,14 @@ static void model_header(struct zs_buf *t, const struct theory_request *req)
 			for (size_t e = 0; e < rc.experts; e++)
 				zs_buf_printf(t, "%s%llu", e == 0 ? " " : ", ", (unsigned long long)rc.counts[e]);
 			theory_rank_counts_free(&rc);
+			/* theory_routing_torch: the PyTorch step's idle experts from
+			 * step 1 would hold no .grad nor Adam state */
+			if (c->framework == ZS_FW_TORCH && mode == THEORY_ROUTING_WORST)
+				zs_buf_printf(t, " (step 1 balanced, then worst: an expert's .grad and Adam state come with its "
+				              "first token)");
+			if (c->framework == ZS_FW_TORCH)
+				zs_buf_printf(t, "; a measured run departs from it by its routing imbalance: --routing FILE "
+				              "(its measured.json) follows its counts");
 		}
 		zs_buf_printf(t, "\n");
 	}
