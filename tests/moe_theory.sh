@@ -93,6 +93,40 @@ for r in balanced worst file; do
 	report $r "$tmp/m.json" "$tmp/$r.json"
 done
 report activations "$tmp/m-activations.json" "$tmp/balanced.json"
+# fig12-moe: the report's tokens per expert of each block, the first
+# measured run's (its mean over ranks and steps, least, most) beside
+# balanced's and worst's counts, worked here from measured.json; none
+# under FILE (no routing of its own to compare)
+if python3 - "$tmp" <<'PY' >"$tmp/out" 2>&1; then
+import json, sys
+t = sys.argv[1]
+runs = json.load(open(t + "/m.json"))["runs"]
+for mode, theory in (("balanced", [32, 32, 32, 32]), ("worst", [64, 64, 0, 0])):
+    lines = open("%s/rep-%s/figures/fig12-moe.dat" % (t, mode)).read().split("\n")
+    head = lines[0]
+    run = [r for r in runs if (", %s N=%d unit=%s:" % (r["scheme"], r["world"], r["unit"])) in head]
+    if len(run) != 1:
+        sys.exit("%s: its first line names no run: %s" % (mode, head))
+    tok = run[0]["routing"]["tokens_per_expert"]
+    rows = [l.split() for l in lines if l and not l.startswith("#")]
+    want = []
+    for l in range(len(tok[0][0])):
+        for e in range(4):
+            v = [tok[k][s][l][e] for k in range(len(tok)) for s in range(len(tok[k]))]
+            want.append((sum(v) / len(v), min(v), max(v), theory[e]))
+    got = [(float(r[3]), float(r[4]), float(r[5]), float(r[6])) for r in rows]
+    if len(got) != len(want) or any(abs(a[0] - b[0]) > 1e-6 or a[1:] != b[1:] for a, b in zip(got, want)):
+        sys.exit("%s: %s, worked here %s" % (mode, got, want))
+    print("%s: %d bars of %s" % (mode, len(got), head[2:60]))
+import os
+if os.path.exists(t + "/rep-file/figures/fig12-moe.dat"):
+    sys.exit("file: a fig12-moe with no theory counts to compare")
+PY
+	echo "ok: fig12-moe: $(tr '\n' ' ' <"$tmp/out")"
+else
+	fail "fig12-moe: $(cat "$tmp/out")"
+fi
+grep -q "fig12-moe" "$tmp/rep-balanced/transformer.tex" || fail "fig12-moe is not in the transformer section"
 report scratch "$tmp/m-scratch.json" "$tmp/balanced.json"
 summary() { # NAME WANT: report NAME's transformer summary ends in WANT
 	line=$(grep "^zerosim report: transformer " "$tmp/rep-$1.out")

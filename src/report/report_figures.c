@@ -15,6 +15,7 @@
 
 #include "report/report_buf.h"
 #include "report/report_figures.h"
+#include "report/report_moe.h"
 #include "util/cuda_alloc.h"
 #include "util/util.h"
 
@@ -24,7 +25,7 @@ const char *const report_figure_names[REPORT_NFIGURES] = {
 
 const char *const report_figure_optional[REPORT_NOPTIONAL] = {
 	REPORT_FIGURE_RANKS, REPORT_FIGURE_TFM, REPORT_FIGURE_HOST, REPORT_FIGURE_TFM_HOST, REPORT_FIGURE_ALLOC,
-	REPORT_FIGURE_TORCH,
+	REPORT_FIGURE_TORCH, REPORT_FIGURE_MOE,
 };
 
 static const char *const scheme_title[ZS_NSCHEMES] = {"DP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};

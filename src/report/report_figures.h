@@ -41,7 +41,7 @@ extern const char *const report_figure_names[REPORT_NFIGURES];
 #define REPORT_FIGURE_ALLOC "fig10-allocator"
 
 /* The figures written only when their data exist, after the five. */
-#define REPORT_NOPTIONAL 6
+#define REPORT_NOPTIONAL 7
 extern const char *const report_figure_optional[REPORT_NOPTIONAL];
 
 /* Write every .gp and .dat into `dir` (which exists). Returns 0 or -1

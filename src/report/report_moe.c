@@ -112,6 +112,7 @@ void report_moe_free(struct report_moe *t)
 {
 	free(t->arg);
 	free(t->tokens);
+	cJSON_Delete(t->measured);
 	memset(t, 0, sizeof *t);
 }
 
@@ -285,4 +286,112 @@ int report_moe_imbalance(const struct report_moe *t, const cJSON *run, const str
 		              d, d > hi ? d - hi : d < lo ? lo - d : 0, act, scr);
 	*note = zs_buf_take(&b);
 	return 0;
+}
+
+void report_moe_keep(struct report_moe *t, const cJSON *run, const char *label)
+{
+	const cJSON *rt = cJSON_GetObjectItemCaseSensitive(run, "routing");
+	struct run_counts c;
+	if (t->mode == REPORT_MOE_NONE || t->measured != NULL || !cJSON_IsObject(rt) ||
+	    run_counts(t, rt, cJSON_GetObjectItemCaseSensitive(rt, "tokens_per_expert"), &c) != NULL)
+		return; /* (counts no router made are not drawn: report_moe_imbalance names them) */
+	t->measured = cJSON_Duplicate(rt, 1);
+	snprintf(t->measured_label, sizeof t->measured_label, "%s", label);
+}
+
+static void remove_moe_figure(const char *dir)
+{
+	static const char *const ext[] = {"gp", "dat", "pdf", "png"};
+	for (size_t i = 0; i < 4; i++) {
+		char *path = zs_asprintf("%s/%s.%s", dir, REPORT_FIGURE_MOE, ext[i]);
+		remove(path);
+		free(path);
+	}
+}
+
+int report_moe_figure(const struct report_moe *t, const char *model, const char *dir, char **cause)
+{
+	if (t->measured == NULL) {
+		remove_moe_figure(dir);
+		return 0;
+	}
+	const cJSON *tok = cJSON_GetObjectItemCaseSensitive(t->measured, "tokens_per_expert");
+	const cJSON *nb = cJSON_GetObjectItemCaseSensitive(t->measured, "blocks");
+	size_t E = t->experts, L = cJSON_IsNumber(nb) ? (size_t)nb->valuedouble : 0;
+	if (L == 0) /* (run_counts held every step to blocks x micro_steps lists) */
+		L = (size_t)cJSON_GetArraySize(cJSON_GetArrayItem(cJSON_GetArrayItem(tok, 0), 0));
+	double *sum = zs_calloc(L * E, sizeof *sum), *lo = zs_calloc(L * E, sizeof *lo), *hi = zs_calloc(L * E, sizeof *hi);
+	double n = 0;
+	for (size_t i = 0; i < L * E; i++)
+		lo[i] = 0x1p53;
+	const cJSON *rank, *step, *block, *v;
+	cJSON_ArrayForEach(rank, tok)
+		cJSON_ArrayForEach(step, rank) {
+			size_t l = 0;
+			cJSON_ArrayForEach(block, step) { /* under --grad-accum K: K micro-steps' L blocks each */
+				size_t e = 0;
+				cJSON_ArrayForEach(v, block) {
+					size_t i = (l % L) * E + e++;
+					sum[i] += v->valuedouble;
+					lo[i] = fmin(lo[i], v->valuedouble);
+					hi[i] = fmax(hi[i], v->valuedouble);
+				}
+				if (++l % L == 0)
+					n++;
+			}
+		}
+	const char *mode = mode_names[t->mode];
+	struct zs_buf dat = {0}, gp = {0};
+	zs_buf_printf(&dat, "# %s, %s: tokens per expert of each block, measured (the mean over the run's ranks and\n"
+	              "# steps, their least and most) beside the theory's --routing %s, B*T*k = %.0f a block.\n"
+	              "# x block expert mean least most %s\n", model, t->measured_label, mode, t->assignments, mode);
+	double top = 0;
+	for (size_t l = 0; l < L; l++)
+		for (size_t e = 0; e < E; e++) {
+			size_t i = l * E + e;
+			zs_buf_printf(&dat, "%zu %zu %zu %.9g %.0f %.0f %.0f\n", l * (E + 1) + e, l, e, sum[i] / n, lo[i], hi[i],
+			              t->tokens[e]);
+			top = fmax(top, fmax(hi[i], t->tokens[e]));
+		}
+	zs_buf_printf(&gp,
+		"# %s.gp, written by zerosim report: a mixture's tokens per expert, measured against --routing %s.\n"
+		"# Reads %s.dat; run `gnuplot %s.gp` in this folder to rewrite %s.pdf and %s.png.\n"
+		"set encoding utf8\nset grid ytics back lc rgb '#dddddd'\nset border 3\nset tics nomirror\n"
+		"set title \"%s, %s: tokens per expert in each block, measured against %s\\n"
+		"(bar: the mean over the run's ranks and steps; error bar: the least and most; mark: %s)\"\n"
+		"set ylabel 'tokens routed to the expert'\nset xlabel 'expert, block by block'\n"
+		"set yrange [0:%.0f]\nset xrange [-1:%zu]\nset boxwidth 0.8\nset style fill solid 0.6 border -1\n"
+		"set key outside right top\nset xtics scale 0 (",
+		REPORT_FIGURE_MOE, mode, REPORT_FIGURE_MOE, REPORT_FIGURE_MOE, REPORT_FIGURE_MOE, REPORT_FIGURE_MOE, model,
+		t->measured_label, mode, mode, top * 1.15 + 1, L * (E + 1) - 1);
+	for (size_t l = 0; l < L; l++)
+		zs_buf_printf(&gp, "%s\"block %zu\" %.1f", l ? ", " : "", l, (double)(l * (E + 1)) + (double)(E - 1) / 2.0);
+	zs_buf_printf(&gp, ")\n");
+	if (L > 16)
+		zs_buf_printf(&gp, "set xtics rotate by 90 font ',7'\n");
+	char plot[512];
+	snprintf(plot, sizeof plot,
+	         "plot '%s.dat' using 1:4 with boxes lc rgb '#0072B2' title 'measured (mean)', \\\n"
+	         "  '' using 1:4:5:6 with yerrorbars lc rgb '#000000' pt 7 ps 0 title 'measured (least, most)', \\\n"
+	         "  '' using 1:7 with points lc rgb '#D55E00' pt 7 ps 1.5*pts title '%s (the theory)'",
+	         REPORT_FIGURE_MOE, mode);
+	zs_buf_printf(&gp,
+		"set terminal pdfcairo enhanced size 6in,3.3in font 'Helvetica,9' linewidth 1.5\n"
+		"pts = 0.6; set pointsize pts\nset output '%s.pdf'\n%s\n"
+		"set terminal pngcairo enhanced size 1100,600 font 'Helvetica,12'\n"
+		"pts = 1.2; set pointsize pts\nset output '%s.png'\nreplot\nset output\n",
+		REPORT_FIGURE_MOE, plot, REPORT_FIGURE_MOE);
+	char *path = zs_asprintf("%s/%s.dat", dir, REPORT_FIGURE_MOE);
+	int rc = zs_buf_write(&dat, path, cause);
+	free(path);
+	path = zs_asprintf("%s/%s.gp", dir, REPORT_FIGURE_MOE);
+	if (rc == 0)
+		rc = zs_buf_write(&gp, path, cause);
+	free(path);
+	zs_buf_free(&dat);
+	zs_buf_free(&gp);
+	free(sum);
+	free(lo);
+	free(hi);
+	return rc;
 }

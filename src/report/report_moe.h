@@ -33,6 +33,8 @@ struct report_moe {
 	double assignments;          /* their sum, B·T·k: what every block of a step routes */
 	double token_bytes;          /* config.routing.routed_bytes_per_token; 0 where the file has none */
 	char *arg;                   /* report_moe_arg's */
+	cJSON *measured;             /* the first joined measured run's "routing" (report_moe_keep), for the figure */
+	char measured_label[96];     /* its row's label */
 };
 
 /* The --routing the theory was made with, as its config.routing records
@@ -60,5 +62,18 @@ int report_moe_imbalance(const struct report_moe *t, const cJSON *run, const str
 
 /* What the summary calls the rows report_moe_imbalance named. */
 const char *report_moe_named(const struct report_moe *t);
+
+/* Keep the measured run's routing (its "routing" object, copied) for the
+ * figure, where t is a balanced or worst theory's and none is kept yet;
+ * label names the run's row. */
+void report_moe_keep(struct report_moe *t, const cJSON *run, const char *label);
+
+#define REPORT_FIGURE_MOE "fig12-moe"
+/* fig12-moe in dir: the kept run's tokens per expert of each block, the
+ * mean over its ranks and steps as a bar, their least and most as an error
+ * bar, beside the theory's (balanced's or worst's) as a mark; model names
+ * the model. Where nothing is kept, the figure's files are removed. 0, or
+ * -1 with *cause. */
+int report_moe_figure(const struct report_moe *t, const char *model, const char *dir, char **cause);
 
 #endif

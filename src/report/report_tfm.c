@@ -432,6 +432,7 @@ static int read_measured_run(const cJSON *run, const char *where, void *rp, void
 	r->unexplained = report_run_unexplained(&r->run);
 	if (r->unexplained && report_moe_imbalance(&m->moe, run, &r->run, &r->routing))
 		r->unexplained = 0;
+	report_moe_keep(&m->moe, run, lab); /* fig12-moe's run: the first joined */
 	return 0;
 }
 
@@ -1572,6 +1573,17 @@ static void section_tex(const struct report_tfm *t, struct zs_buf *b)
 	for (size_t i = 0; i < t->n; i++)
 		model_tex(&t->models[i], b);
 	host_tex(t, b);
+	for (size_t i = 0; i < t->n; i++) /* fig12-moe: report_tfm_write's first kept mixture */
+		if (t->models[i].moe.measured != NULL) {
+			zs_buf_printf(b,
+				"\\begin{figure}[htbp]\n\\centering\n"
+				"\\includegraphics[width=\\textwidth]{figures/" REPORT_FIGURE_MOE ".pdf}\n"
+				"\\caption{A mixture of experts' routing: the tokens each expert of each block received in "
+				"the measured run (the mean over its ranks and steps, with the least and most), beside the "
+				"theory's \\texttt{--routing %s}; where they differ, the departure is the routing "
+				"imbalance.}\n\\end{figure}\n\n", t->models[i].moe.mode == REPORT_MOE_WORST ? "worst" : "balanced");
+			break;
+		}
 }
 
 static void remove_outputs(const char *out, const char *figdir)
@@ -1599,6 +1611,13 @@ int report_tfm_write(const struct report_tfm *t, const char *out, const char *fi
 		return report_figures_host(REPORT_FIGURE_TFM_HOST, NULL, 0, figdir, cause);
 	}
 	if (report_figures_tfm(t, figdir, cause) < 0 || host_figure(t, figdir, cause) < 0)
+		return -1;
+	/* fig12-moe: the first mixture whose measured run is kept (report_moe_keep) */
+	size_t moe = 0;
+	while (moe < t->n && t->models[moe].moe.measured == NULL)
+		moe++;
+	if (report_moe_figure(moe < t->n ? &t->models[moe].moe : &(struct report_moe){0},
+	                      moe < t->n ? t->models[moe].name : "", figdir, cause) < 0)
 		return -1;
 	section_tex(t, &b);
 	path = zs_asprintf("%s/%s", out, REPORT_TFM_TEX);
