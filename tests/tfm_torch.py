@@ -749,6 +749,8 @@ def check(run_dir, config):
         after = json.load(f)["final_loss"]
     torch.set_num_threads(1)
     n, lr, fam = cfg["params"], cfg["lr"], cfg["family"]
+    if cfg.get("rope_factor", 1.0) != 1.0:  # gemma3s: told from gemma3
+        fam += " (rope_scaling linear %g)" % cfg["rope_factor"]
     if final.numel() != n:
         sys.exit(f"tfm_torch: final.json holds {final.numel()} weights, not {n}")
     grad1 = load_f32(f"{run_dir}/grad1.f32", n).double()
