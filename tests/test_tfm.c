@@ -491,7 +491,7 @@ END_TEST
 static struct tfm_dims tiny(enum tfm_family f, int tied)
 {
 	struct tfm_dims d = {f, 16, 2, 4, f == TFM_LLAMA ? 2 : 4, 4, f == TFM_LLAMA ? 24 : 64, 32, 8, tied,
-	                     1e-5f, 10000.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f, 0, 0.0f, 0, 0, 0, 0, 0};
+	                     1e-5f, 10000.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f, 0, 0.0f, 0, 0, 0, 0, 0, 0.0f};
 	return d;
 }
 
@@ -744,12 +744,12 @@ START_TEST(test_parameter_counts_are_gpt2_smalls_and_llamas)
 {
 	/* GPT-2 small: 124,439,808 parameters with the tied head (Hugging
 	 * Face's gpt2 model card; llm.c prints the same with V = 50257). */
-	struct tfm_dims g = {TFM_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 1024, 1, 1e-5f, 0.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f, 0, 0.0f, 0, 0, 0, 0, 0};
+	struct tfm_dims g = {TFM_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 1024, 1, 1e-5f, 0.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f, 0, 0.0f, 0, 0, 0, 0, 0, 0.0f};
 	ck_assert_int_eq(tfm_dims_check(&g, NULL), 0);
 	ck_assert_uint_eq(tfm_nparams(&g), 124439808);
 	/* TinyLlama-1.1B (d 2048, 22 layers, 32 heads, 4 kv heads, F 5632,
 	 * V 32000, untied): 1,100,048,384 parameters (its model card). */
-	struct tfm_dims l = {TFM_LLAMA, 2048, 22, 32, 4, 64, 5632, 32000, 2048, 0, 1e-5f, 10000.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f, 0, 0.0f, 0, 0, 0, 0, 0};
+	struct tfm_dims l = {TFM_LLAMA, 2048, 22, 32, 4, 64, 5632, 32000, 2048, 0, 1e-5f, 10000.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f, 0, 0.0f, 0, 0, 0, 0, 0, 0.0f};
 	ck_assert_int_eq(tfm_dims_check(&l, NULL), 0);
 	ck_assert_uint_eq(tfm_nparams(&l), 1100048384);
 }
@@ -827,7 +827,7 @@ END_TEST
 static void check_training(enum tfm_family f)
 {
 	struct tfm_dims d = {f, 32, 2, 4, f == TFM_LLAMA ? 2 : 4, 8, f == TFM_LLAMA ? 88 : 128, 64, 16,
-	                     f == TFM_GPT2, 1e-5f, 10000.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f, 0, 0.0f, 0, 0, 0, 0, 0};
+	                     f == TFM_GPT2, 1e-5f, 10000.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f, 0, 0.0f, 0, 0, 0, 0, 0, 0.0f};
 	const size_t B = 2, T = 16, steps = 100;
 	struct tfm_driver m;
 	tfm_driver_init(&m, &d, B, T, ZS_RECOMPUTE_NONE);
@@ -1063,7 +1063,7 @@ static void check_mixed_training(enum tfm_family f)
 	struct zs_tfm_run tr;
 	struct zs_config c = engine_config(&tr, f, f == TFM_GPT2, ZS_RECOMPUTE_SELECTIVE);
 	tr.dims = (struct tfm_dims){f, 32, 2, 4, f == TFM_LLAMA ? 2 : 4, 8, f == TFM_LLAMA ? 88 : 128, 64, 16,
-	                            f == TFM_GPT2, 1e-5f, 10000.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f, 0, 0.0f, 0, 0, 0, 0, 0};
+	                            f == TFM_GPT2, 1e-5f, 10000.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f, 0, 0.0f, 0, 0, 0, 0, 0, 0.0f};
 	tr.seq = 16;
 	c.steps = 100;
 	c.precision = ZS_MIXED;

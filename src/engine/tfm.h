@@ -68,14 +68,14 @@ struct tfm_dims {
 	float final_softcap; /* gemma2: the logits soft-capped (0: none) */
 	size_t window_pattern;  /* gemma3_text: block l slides unless (l + 1) % it == 0 (0: none) */
 	float rope_local_theta; /* gemma3_text: the sliding blocks' rotary base */
-	float rope_factor; /* gemma3_text: rope_scaling linear's factor, the global blocks' inverse
-	                      frequencies divided by it (0 or 1: none; zs_model's rope_factor) */
 	size_t experts;    /* mixtral: E experts a block in place of the MLP, ffn their inner width (0: none) */
 	size_t top_k;      /* mixtral: k experts each token is routed to (engine/tfm_moe.h) */
 	int qwen_moe;      /* qwen2_moe's block: experts' gate_proj, up_proj, down_proj in that
 	                      order, and a shared expert (zs_model's qwen_moe) */
 	size_t shared_ffn; /* qwen2_moe: the shared expert's inner width (0: none) */
 	int topk_raw;      /* qwen2_moe, norm_topk_prob false: top-k weights not renormalised */
+	float rope_factor; /* gemma3_text: rope_scaling linear's factor, the global blocks' inverse
+	                      frequencies divided by it (0 or 1: none; zs_model's rope_factor) */
 };
 
 /* Block l's rotary base: gemma3_text's sliding blocks
