@@ -325,7 +325,7 @@ int report_moe_figure(const struct report_moe *t, const char *model, const char 
 	for (size_t i = 0; i < L * E; i++)
 		lo[i] = 0x1p53;
 	const cJSON *rank, *step, *block, *v;
-	cJSON_ArrayForEach(rank, tok)
+	cJSON_ArrayForEach(rank, tok) {
 		cJSON_ArrayForEach(step, rank) {
 			size_t l = 0;
 			cJSON_ArrayForEach(block, step) { /* under --grad-accum K: K micro-steps' L blocks each */
@@ -340,6 +340,7 @@ int report_moe_figure(const struct report_moe *t, const char *model, const char 
 					n++;
 			}
 		}
+	}
 	const char *mode = mode_names[t->mode];
 	struct zs_buf dat = {0}, gp = {0};
 	zs_buf_printf(&dat, "# %s, %s: tokens per expert of each block, measured (the mean over the run's ranks and\n"
