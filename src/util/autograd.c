@@ -5106,6 +5106,16 @@ static T sdpa_math_fwd(struct bld *b, struct llama_layer_saved *s, T qe, T ke, T
 		unref(b, qc);
 		unref(b, ktv);
 		qc = ktv = NO;
+	} else if (!s->kk) {
+		/* k requires no grad (a frozen k_proj over an input that requires
+		 * none: LoRA on q and v, --freeze): bmm's node keeps k^T·√scale
+		 * for q's gradient and not q's copy, which only k's needed
+		 * (derivatives.yaml 2.6.0 lines 378-380, bmm: self's formula
+		 * takes mat2, mat2's takes self; the generated node saves each
+		 * only where the other's gradient is computed, as eager's
+		 * qv_only); the copy goes as matmul returns */
+		unref(b, qc);
+		qc = NO;
 	}
 	T am = TMP("add (attn_mask)", AG_F32, B, h, Tn, Tn);
 	T mv = vw(b, mask, 4, SH(B, h, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0);
@@ -5177,10 +5187,14 @@ static void sdpa_math_bwd(struct bld *b, struct llama_layer_saved *s, T dac, uin
 	T dqc, dkt;
 	qk_bwd(b, dam, s->qe, s->ktc, B * h, Tn, hd, &dqc, &dkt);
 	s->qe = s->ktc = s->attw = s->sm = s->vr = NO;
-	T dks = scalar_op(b, AG_OP_MUL_SCALAR, "mul (k^T * sqrt(scale) backward)", dkt, rs, NULL);
-	unref(b, dkt);
+	/* k requires no grad: no node of k's (qk_bwd gave no dkt) */
+	T dks = NO;
+	if (dkt != NO) {
+		dks = scalar_op(b, AG_OP_MUL_SCALAR, "mul (k^T * sqrt(scale) backward)", dkt, rs, NULL);
+		unref(b, dkt);
+	}
 	*dv = repeat_interleave_bwd(b, dvr, B, kv, Tn, hd, 0);
-	*dk = repeat_interleave_bwd(b, dks, B, kv, Tn, hd, 1);
+	*dk = dks != NO ? repeat_interleave_bwd(b, dks, B, kv, Tn, hd, 1) : NO;
 	T dqs = scalar_op(b, AG_OP_MUL_SCALAR, "mul (q * sqrt(scale) backward)", dqc, rs, NULL);
 	unref(b, dqc);
 	*dq = reshape(b, dqs, 4, SH(B, h, Tn, hd));
@@ -6019,9 +6033,11 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 	s->rin = RG(b, hs);
 	s->ka = RG(b, qt);
 	s->kk = RG(b, kt);
-	/* q and v requiring grad, k not (eager): q @ k^T keeps k^T's copy
-	 * alone (its self, q, is saved for k^T's gradient only) */
-	int qv_only = s->ka && !s->kk && RG(b, vt) && !sdpa && !phi3;
+	/* q and v requiring grad, k not: q @ k^T keeps k^T's copy alone
+	 * (its self, q, is saved for k^T's gradient only); under SDPA the
+	 * math path's bmm the same (sdpa_math_fwd), the flash kernel keeps
+	 * its five and makes dk anyway (llama_layer_bwd) */
+	int qv_only = s->ka && !s->kk && RG(b, vt) && !phi3;
 	if ((s->kk != s->ka || RG(b, vt) != s->ka) && !qv_only)
 		unsupported(b, "a layer whose input requires no grad with only some of q_proj, k_proj and v_proj "
 		            "frozen");
@@ -6404,7 +6420,8 @@ static T llama_layer_bwd(struct bld *b, struct model *M, struct llama_layer_save
 			ref(b, dq4);
 			pass[2] = dq4;
 		}
-		rope_bwd(b, dk4, &s->rk, &kbuf);
+		if (dk4 != NO) /* NO: k requires no grad */
+			rope_bwd(b, dk4, &s->rk, &kbuf);
 		rope_bwd(b, dq4, &s->rq, &qbuf);
 	} else if (sdpa) {
 		/* the kernel's backward; the ropes of k and q on its
@@ -6413,7 +6430,16 @@ static T llama_layer_bwd(struct bld *b, struct model *M, struct llama_layer_save
 		T gv[3];
 		sdpa_bwd(b, &s->sd, dac, gv);
 		dv = gv[2];
-		rope_bwd(b, gv[1], &s->rk, &kbuf);
+		/* k requires no grad: the kernel's backward makes dk all the
+		 * same (derivatives.yaml 2.6.0 lines 2880-2882: query, key,
+		 * value all from one call of
+		 * _scaled_dot_product_flash_attention_for_cpu_backward, no
+		 * grad_input_mask), and autograd's engine lets it go with the
+		 * node's outputs (no edge takes it), before the next node runs */
+		if (s->kk)
+			rope_bwd(b, gv[1], &s->rk, &kbuf);
+		else
+			unref(b, gv[1]);
 		rope_bwd(b, gv[0], &s->rq, &qbuf);
 	} else {
 		T dvr;
@@ -7462,8 +7488,6 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * then asks for target_modules, and so does zerosim (util/lora.h). */
 	if (o->lora_r && zs_lora_targets(m, o->lora_targets, cause) == NULL)
 		return -1;
-	if (o->lora_r && o->attn == ZS_ATTN_SDPA)
-		return refuse(cause, "--lora-r: with --attn sdpa is not described yet (give --attn eager)");
 	/* PEFT adapts lm_head when it is named (peft/tuners/tuners_utils.py,
 	 * v0.20.0, check_target_module_exists 1927-1933: a key in
 	 * target_modules matches); all-linear leaves it out
