@@ -1913,7 +1913,10 @@ static T sdpa_fwd(struct bld *b, struct sdpa_saved *s, T q, T k, T v)
 	struct ag_event *e = op(b, AG_OP_SDPA_FLASH, q, k, v, ov, lse, NO);
 	e->arg[0] = attn_scale(b->m, hd);
 	unref(b, ws);
-	if (b->nograd) { /* no node: the logsumexp goes with the op's tuple, nothing is kept */
+	/* no node (under no_grad, or none of q, k, v requiring grad: a
+	 * frozen layer over an input that requires none): the logsumexp
+	 * goes with the op's tuple, nothing is kept */
+	if (b->nograd || !(RG(b, q) || RG(b, k) || RG(b, v))) {
 		unref(b, lse);
 		unref(b, ov);
 		s->q = s->k = s->v = s->out = s->lse = NO;
@@ -5064,6 +5067,9 @@ struct llama_layer_saved {
  * qcontig: q lies contiguous as [B, h, T, hd] (phi3's cat). */
 static T sdpa_math_fwd(struct bld *b, struct llama_layer_saved *s, T qe, T ke, T vt, uint64_t rep, int qcontig)
 {
+	/* no node where none of q, k, v requires grad (a frozen layer over
+	 * an input that requires none): as under no_grad, nothing kept */
+	int none = b->nograd || !(RG(b, qe) || RG(b, ke) || RG(b, vt));
 	const struct ag_tensor q_ = b->s->tensor[qe], *qt = &q_; /* a copy: the array grows */
 	uint64_t B = qt->shape[0], h = qt->shape[1], Tn = qt->shape[2], hd = qt->shape[3];
 	double rs = sqrt(attn_scale(b->m, hd)); /* calculate_scale(...).sqrt() */
@@ -5102,7 +5108,7 @@ static T sdpa_math_fwd(struct bld *b, struct llama_layer_saved *s, T qe, T ke, T
 	T qc = matmul_operand(b, qs, !qcontig && rope_sum_copies(B, h, Tn, hd), "clone (matmul's copy of q * sqrt(scale))");
 	T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
 	op(b, AG_OP_BMM, qc, ktv, NO, sc, NO, NO);
-	if (b->nograd) { /* no MmBackward: matmul's copy goes as it returns, k^T·√scale with the expression */
+	if (none) { /* no MmBackward: matmul's copy goes as it returns, k^T·√scale with the expression */
 		unref(b, qc);
 		unref(b, ktv);
 		qc = ktv = NO;
@@ -5143,7 +5149,7 @@ static T sdpa_math_fwd(struct bld *b, struct llama_layer_saved *s, T qe, T ke, T
 	unref(b, qs);
 	unref(b, kr);
 	unref(b, mask);
-	if (b->nograd) { /* nothing kept: v repeated goes with the function, the weights with its tuple */
+	if (none) { /* nothing kept: v repeated goes with the function, the weights with its tuple */
 		unref(b, vr3);
 		unref(b, sm3);
 		unref(b, sm);
@@ -7474,8 +7480,6 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (o->grad_accum < 1)
 		return refuse(cause, "--grad-accum: at least 1 micro-step");
 	int freezing = o->freeze && *o->freeze;
-	if (freezing && o->attn == ZS_ATTN_SDPA)
-		return refuse(cause, "--freeze: with --attn sdpa not described yet (give --attn eager)");
 	/* (accumulation with frozen parameters is checked: tests/ft_accum.sh;
 	 * every family's, qwen2's biased projections, qwen3's q/k norms and
 	 * phi3's fused qkv_proj and gate_up_proj included: tests/ft_freeze.sh;
