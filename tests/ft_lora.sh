@@ -44,7 +44,7 @@
 # --attn sdpa, zerosim --attn sdpa; docs/schedule.md, "Fine-tuning under
 # SDPA"): gpt2's flash kernel over the adapted c_attn, llama's math path
 # with layer 0's k requiring no grad, the flash kernel's dk made and let
-# go (4 k/v heads), all-linear, the adapters' dropout, QLoRA.
+# go (4 k/v heads), all-linear, the adapters' dropout, K = 2, QLoRA.
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 disagreement, 99 hard error.
@@ -292,6 +292,7 @@ autocast: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;
 2.6: sdpa: llama, all-linear r = 8;llama;none;1;1;-;--lora-r 8 --lora-targets all-linear
 2.6: sdpa: llama, 4 k/v heads, default targets (the flash kernel's dk made and let go);llamamha;none;1;1;-;--lora-r 4
 2.6: sdpa: qwen3, default targets (q_norm);qwen3;zeros;1;1;-;--lora-r 4
+2.6: sdpa: llama, default targets, K = 2;llama;none;2;1;-;--lora-r 4
 2.6: sdpa: QLoRA: gpt2, all-linear, zeros;gpt2;zeros;1;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4
 2.6: sdpa: QLoRA: llama, default targets;llama;none;1;1;-;--lora-r 4 --quant-base nf4
 CASES

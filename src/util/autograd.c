@@ -7473,10 +7473,6 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		              "described yet (give --attn eager, or attn_pdrop 0)", m->attn_pdrop);
 	if (o->amp != AG_F32 && amp_check(m, o, cause) < 0)
 		return -1;
-	/* accumulation's reference (tests/ft_torch.py) has no --attn: eager */
-	if (o->grad_accum > 1 && o->attn == ZS_ATTN_SDPA)
-		return refuse(cause, "--grad-accum %u with --attn sdpa: accumulation under SDPA is not described yet (give "
-		              "--attn eager or --grad-accum 1)", o->grad_accum);
 	if (o->grad_accum < 1)
 		return refuse(cause, "--grad-accum: at least 1 micro-step");
 	int freezing = o->freeze && *o->freeze;
