@@ -305,7 +305,9 @@ for phase in add check; do
 		[ -n "$label" ] || continue
 		version=$(ft_version "$label") || continue
 		rargs=$args zargs="--wrapper none" cmp=--lora prec=fp32 ft_attn=eager
-		# "sdpa:" in the label: transformers' SDPA on both sides (2.6)
+		# "sdpa:" in the label: transformers' SDPA on both sides (2.6;
+		# ft_attn: tests/ft_lib.sh's ft_case reads it)
+		# shellcheck disable=SC2034
 		case $label in *sdpa:*) ft_attn=sdpa rargs="$rargs --attn sdpa" ;; esac
 		# "autocast" in the label: bf16 autocast on both sides
 		case $label in *autocast*) prec=amp-bf16 ;; esac
