@@ -1157,14 +1157,11 @@ EOF_
 bad_theory "--precision amp-bf16: autocast with dropout (the model's config) is not described yet" \
 	--framework torch --model "$tmp/tiny-phi3-drop.json" --seq 8 --wrapper none --world 1 --precision amp-bf16 \
 	--torch-device cpu --attn eager
-# accumulation's reference attends eagerly: SDPA refused
+# (a tiny gpt2 without dropout, for SDPA's refusals below)
 cat >"$tmp/tiny-nodrop.json" <<'EOF_'
 {"model_type": "gpt2", "n_embd": 16, "n_layer": 1, "n_head": 2, "vocab_size": 32, "n_positions": 8,
  "embd_pdrop": 0.0, "attn_pdrop": 0.0, "resid_pdrop": 0.0}
 EOF_
-bad_theory "--grad-accum 2 with --attn sdpa: accumulation under SDPA is not described yet" \
-	--framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper none --world 1 --precision fp32 \
-	--torch-device cpu --attn sdpa --torch-version 2.6 --grad-accum 2
 # SDPA's refusals by name: autocast, attention dropout (the math path
 # with its dropout mask), a mask past the sliding window, and qwen2's and
 # phi3's flash kernel (as many k/v heads as heads)

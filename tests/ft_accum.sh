@@ -37,7 +37,9 @@
 # 2.6 in its Debian 13 root (tests/torch26_root.sh; hf_torch.sh's way of
 # running it): gpt2 and llama, K = 2 and 3, zeros and set_to_none, DDP N = 2
 # with and without no_sync, five cases with --freeze (phi3 one), llama K = 2
-# under autocast. Without a root: skip
+# under autocast; and under transformers' SDPA on both sides (s49;
+# ft_torch.py --attn sdpa): gpt2 K = 3 (the flash kernel), llama K = 2 (the
+# math path), llama K = 2 with all but the last layer frozen. Without a root: skip
 # (77), a failure under ZS_REQUIRE_TORCH26=1.
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 a difference, 99 hard error.
@@ -70,6 +72,9 @@ case_() {
 	zw="--wrapper none" zns="" zfz=""
 	# ckpt-*: Hugging Face's gradient checkpointing on both sides
 	case $label in ckpt-*) set -- "$@" --recompute full; zfz="--recompute full" ;; esac
+	# sdpa-*: transformers' SDPA on both sides (2.6)
+	zattn=eager
+	case $label in sdpa-*) set -- "$@" --attn sdpa; zattn=sdpa ;; esac
 	if [ -n "$fz" ]; then # (a term without blanks or glob characters)
 		set -- "$@" --freeze "$fz"
 		zfz="$zfz --freeze $fz"
@@ -92,7 +97,7 @@ case_() {
 	for cmd in theory measure; do
 		# shellcheck disable=SC2086
 		if ! "$zerosim" $cmd --model "$cfg" --seq 32 --batch 2 --precision "$prec" --schemes dp --world "$world" \
-			--steps 3 --framework torch $zw --torch-version $version --torch-device cpu --attn eager \
+			--steps 3 --framework torch $zw --torch-version $version --torch-device cpu --attn $zattn \
 			--optimizer-impl single --zero-grad "$zg" --grad-accum "$K" $zns $zfz \
 			--out "$tmp/$label.$cmd.json" 2>"$tmp/err"; then
 			echo "ft_accum: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
@@ -119,6 +124,10 @@ cases() {
 		case_ fz-ddp2-llama-k2-none-abl1-sync llama 2 none 2 off all-but-last:1
 		case_ fz-phi3-k2-none-b00 phi3 2 none 1 - blocks:0-0
 		case_ amp-llama-k2-none llama 2 none 1 - "" amp-bf16
+		# under SDPA (the flash kernel for gpt2, the math path for llama)
+		case_ sdpa-gpt2-k3-zeros gpt2 3 zeros 1 -
+		case_ sdpa-llama-k2-none llama 2 none 1 -
+		case_ sdpa-fz-llama-k2-zeros-abl1 llama 2 zeros 1 - all-but-last:1
 		return
 	fi
 	case_ gpt2-k1 gpt2 1 zeros 1 -

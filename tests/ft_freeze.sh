@@ -31,7 +31,14 @@
 # `tests/ft_freeze.sh torch26` (make check-torch26): the same comparison
 # against PyTorch 2.6 in its Debian 13 root (tests/torch26_root.sh; skip
 # without one, a failure under ZS_REQUIRE_TORCH26=1) for a covering subset
-# at 2.6's set_to_none and zeros, eager attention, DDP N = 2 included.
+# at 2.6's set_to_none and zeros, eager attention, DDP N = 2 included;
+# and its "sdpa:" rows (s49) under transformers' SDPA on both sides
+# (hf_torch.py --attn sdpa; docs/schedule.md, "Fine-tuning under SDPA"):
+# a frozen block over a frozen input (no node: nothing kept, flash and
+# math path), k_proj frozen over a frozen input (the math path's bmm keeps
+# k^T alone; the flash kernel makes dk and lets it go), qwen2's and phi3's
+# frozen projections. (SDPA with q_proj frozen over a frozen input is
+# refused by name, as under eager attention: the CLI rows.)
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 disagreement, 99 hard error.
@@ -43,6 +50,8 @@ name=ft_freeze
 # The CLI first (needs no PyTorch): one line, exit 2, nothing written.
 # the tiny gpt2, llama, qwen2, qwen3 and phi3 (tests/ft_lib.sh)
 ft_configs 1024 176
+# llama with as many k/v heads as heads: under SDPA the CPU's flash kernel
+sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/' "$tmp/llama.json" >"$tmp/llamamha.json"
 plain="--world 1 --framework torch --wrapper none --torch-version 1.13 --torch-device cpu --attn eager --optimizer-impl single"
 refuse() { # WHAT TEXT ARGS...: zerosim theory (or $zcmd) must refuse with one line that has TEXT, exit 2
 	what=$1 text=$2
@@ -87,9 +96,10 @@ only="--freeze: only under --framework torch with --wrapper none, ddp or fsdp so
 	refuse "wte frozen, wpe trained, checkpointed" \
 		"--freeze transformer.wte.*: under --recompute full, transformer.wte frozen with transformer.wpe trained (not described yet)" \
 		$plain --freeze 'transformer.wte.*' --recompute full
-	refuse "--attn sdpa" "--freeze: with --attn sdpa not described yet (give --attn eager)" \
+	refuse "--attn sdpa: q_proj frozen over a frozen input, k_proj trained" \
+		"a layer whose input requires no grad with only some of q_proj, k_proj and v_proj frozen" \
 		--world 1 --framework torch --wrapper none --torch-version 2.6 --torch-device cpu --attn sdpa \
-		--freeze embeddings
+		--model "$tmp/llama.json" --freeze 're:(embed|input_layernorm|q_proj)'
 }
 
 . "$src/tests/torch_python.sh"
@@ -197,6 +207,13 @@ checkpointed: autocast: llama, all but the last layer frozen, set_to_none;llama;
 2.6: DDP N = 2, llama, all but the last layer frozen, zeros;llama;zeros;all-but-last:1;2
 2.6: autocast: gpt2, embeddings frozen;gpt2;none;embeddings;1;amp-bf16
 2.6: autocast: llama, all but the last layer frozen, zeros;llama;zeros;all-but-last:1;1;amp-bf16
+2.6: sdpa: gpt2, embeddings frozen;gpt2;none;embeddings;1
+2.6: sdpa: gpt2, all but the last block frozen (block 0's flash kernel makes no node), zeros;gpt2;zeros;all-but-last:1;1
+2.6: sdpa: llama, all but the last layer frozen (layer 0's math path keeps nothing);llama;none;all-but-last:1;1
+2.6: sdpa: llama, k_proj frozen over a frozen input (the math path's bmm keeps k^T alone), zeros;llama;zeros;re:(embed|input_layernorm|k_proj);1
+2.6: sdpa: llama, 4 k/v heads, k_proj frozen over a frozen input (the flash kernel's dk made and let go);llamamha;none;re:(embed|input_layernorm|k_proj);1
+2.6: sdpa: qwen2, the q/k/v weights frozen, their biases trained;qwen2;none;re:(q|k|v)_proj\.weight;1
+2.6: sdpa: phi3, qkv_proj frozen, zeros;phi3;zeros;re:qkv_proj;1
 CASES
 for phase in add check; do
 	i=0
@@ -215,6 +232,9 @@ for phase in add check; do
 		# cast at every use, uncached
 		[ "${prec:=fp32}" = amp-bf16 ] && set -- "$@" --amp bf16
 		[ "${rc:=none}" = full ] && set -- "$@" --recompute full
+		# "sdpa:" in the label: transformers' SDPA on both sides (2.6)
+		attn=eager
+		case $label in *sdpa:*) attn=sdpa && set -- "$@" --attn sdpa ;; esac
 		version=1.13
 		case $label in 2.6:*) version=2.6 ;; esac
 		[ "$mode" = torch26 ] && [ $version = 1.13 ] && continue
@@ -236,7 +256,7 @@ for phase in add check; do
 		fi
 		for cmd in theory measure; do
 			if ! "$zerosim" $cmd --model "$tmp/$m.json" --seq 32 --batch 2 --precision "$prec" --schemes dp --world "$world" \
-				--steps 3 --framework torch --wrapper $wrapper --torch-version $version --torch-device cpu --attn eager \
+				--steps 3 --framework torch --wrapper $wrapper --torch-version $version --torch-device cpu --attn $attn \
 				--optimizer-impl single --zero-grad "$zg" --freeze "$pat" --recompute "$rc" --out "$tmp/$cmd.json" \
 				2>"$tmp/err"; then
 				echo "ft_freeze: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2

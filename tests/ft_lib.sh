@@ -94,7 +94,8 @@ PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1 python3 $in/ft_torch.py $args" 
 # seq 32, batch 2, 3 steps: tests/ft_torch.py --model MODEL.json
 # --zero-grad ZERO_GRAD --grad-accum K RARGS under PyTorch VERSION (2.6:
 # in the root), its JSON at $ref; then zerosim theory and measure of the
-# same (--framework torch, CPU, eager attention, single-tensor Adam, ZARGS;
+# same (--framework torch, CPU, attention $ft_attn (eager unset),
+# single-tensor Adam, ZARGS;
 # measure also MARGS) into $tmp/theory.json and $tmp/measure.json. Either
 # failing: the message, exit 99. Needs $py (tests/torch_python.sh).
 # In a loop run twice (phase=add, then phase=check), the reference is
@@ -123,7 +124,7 @@ ft_case() {
 		[ $cmd = measure ] && a=$margs
 		# shellcheck disable=SC2086
 		if ! "$zerosim" $cmd --model "$tmp/$m.json" --seq 32 --batch 2 --steps 3 --framework torch --torch-version "$v" \
-			--torch-device cpu --attn eager --optimizer-impl single --zero-grad "$zg" --grad-accum "$K" $zargs $a \
+			--torch-device cpu --attn "${ft_attn:-eager}" --optimizer-impl single --zero-grad "$zg" --grad-accum "$K" $zargs $a \
 			--out "$tmp/$cmd.json" 2>"$tmp/err"; then
 			echo "$name: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
 			exit 99

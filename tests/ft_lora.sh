@@ -27,7 +27,7 @@
 # adapter tensor and none for a frozen one (a doctored reference with one
 # more must fail), and both sides refusing a term that freezes no adapter.
 # And the CLI (FSDP's LoRA: tests/ft_fsdp_lora.sh):
-# SDPA, phi3 without targets, a target that matches nothing, and the
+# SDPA under autocast, phi3 without targets, a target that matches nothing, and the
 # LoRA keys without --lora-r are one line, exit 2, nothing written (the
 # reference refuses a target that matches nothing too).
 #
@@ -40,6 +40,11 @@
 # autocast with bitsandbytes' compute dtype bf16 (llama, qwen2's biased
 # q and v, phi3's fused layers, double quantization, K = 2, and a wide
 # MLP whose dequantized fp32 weight and its bf16 copy make the peak).
+# Its "sdpa:" rows (s49): transformers' SDPA on both sides (ft_torch.py
+# --attn sdpa, zerosim --attn sdpa; docs/schedule.md, "Fine-tuning under
+# SDPA"): gpt2's flash kernel over the adapted c_attn, llama's math path
+# with layer 0's k requiring no grad, the flash kernel's dk made and let
+# go (4 k/v heads), all-linear, the adapters' dropout, K = 2, QLoRA.
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 disagreement, 99 hard error.
@@ -55,6 +60,9 @@ ft_configs 1024 176
 # side makes it (tests/hf_torch.py, LlamaForCausalLM: the head is made on
 # the meta device, as from_pretrained makes it)
 sed 's/"tie_word_embeddings": false/"tie_word_embeddings": true/' "$tmp/qwen2.json" >"$tmp/qwen2t.json"
+# llama with as many k/v heads as heads: under SDPA the CPU's flash kernel
+# (the tiny llama's 2 of 4 take the math path)
+sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/' "$tmp/llama.json" >"$tmp/llamamha.json"
 # QLoRA's wide llama (tests/ft_qlora.sh's): an MLP of 4,096, a vocabulary of
 # 16, so that at T = 4, B = 1 a dequantized weight makes the peak
 sed 's/"intermediate_size": 176/"intermediate_size": 4096/; s/"vocab_size": 1024/"vocab_size": 16/' \
@@ -89,8 +97,8 @@ refuse() { # WHAT TEXT MODEL ARGS...: zerosim theory must refuse with one line n
 {
 	refuse "--framework deepspeed's own step" "deepspeed --wrapper auto is not described with LoRA" gpt2 \
 		--framework deepspeed --lora-r 4 # --framework paper runs it: tests/paper_lora.sh
-	refuse "--attn sdpa" "with --attn sdpa is not described" gpt2 --world 1 --framework torch --wrapper none \
-		--torch-version 2.6 --torch-device cpu --attn sdpa --lora-r 4
+	refuse "--attn sdpa under autocast" "autocast with --attn sdpa is not described" gpt2 --world 1 --framework torch \
+		--wrapper none --torch-version 2.6 --torch-device cpu --attn sdpa --lora-r 4 --precision amp-bf16
 	refuse "phi3 without targets" "PEFT has no default LoRA targets for a phi3" phi3 $plain --lora-r 4
 	refuse "a target that matches nothing" "no linear layer of" llama $plain --lora-r 4 --lora-targets c_attn
 	refuse "lm_head: not described" "output embedding (lm_head) is not described" gpt2 $plain --lora-r 4 --lora-targets lm_head
@@ -278,6 +286,15 @@ frozen adapters by name alone: llama q_proj + v_proj, every lora_A (lora_B train
 autocast: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4
 2.6: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, set_to_none, six buckets;llama;none;2;2;on;--lora-r 4 --bucket-cap 0.0009
 2.6: DDP N = 2, gpt2 c_attn, K = 2, without no_sync, zeros;gpt2;zeros;2;2;off;--lora-r 4
+2.6: sdpa: gpt2, default target (c_attn: the flash kernel over q, k, v of the adapted split);gpt2;none;1;1;-;--lora-r 4
+2.6: sdpa: gpt2, all-linear, dropout 0.1, zeros;gpt2;zeros;1;1;-;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1
+2.6: sdpa: llama, default targets (layer 0's k requires no grad: the math path's bmm keeps k^T alone), zeros;llama;zeros;1;1;-;--lora-r 4
+2.6: sdpa: llama, all-linear r = 8;llama;none;1;1;-;--lora-r 8 --lora-targets all-linear
+2.6: sdpa: llama, 4 k/v heads, default targets (the flash kernel's dk made and let go);llamamha;none;1;1;-;--lora-r 4
+2.6: sdpa: qwen3, default targets (q_norm);qwen3;zeros;1;1;-;--lora-r 4
+2.6: sdpa: llama, default targets, K = 2;llama;none;2;1;-;--lora-r 4
+2.6: sdpa: QLoRA: gpt2, all-linear, zeros;gpt2;zeros;1;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4
+2.6: sdpa: QLoRA: llama, default targets;llama;none;1;1;-;--lora-r 4 --quant-base nf4
 CASES
 i0=0
 [ "$mode" != torch26 ] && i0=2
@@ -287,7 +304,11 @@ for phase in add check; do
 	while IFS=';' read -r label m zg K world ns args; do
 		[ -n "$label" ] || continue
 		version=$(ft_version "$label") || continue
-		rargs=$args zargs="--wrapper none" cmp=--lora prec=fp32
+		rargs=$args zargs="--wrapper none" cmp=--lora prec=fp32 ft_attn=eager
+		# "sdpa:" in the label: transformers' SDPA on both sides (2.6;
+		# ft_attn: tests/ft_lib.sh's ft_case reads it)
+		# shellcheck disable=SC2034
+		case $label in *sdpa:*) ft_attn=sdpa rargs="$rargs --attn sdpa" ;; esac
 		# "autocast" in the label: bf16 autocast on both sides
 		case $label in *autocast*) prec=amp-bf16 ;; esac
 		if [ "$world" -gt 1 ]; then

@@ -721,9 +721,9 @@ def run(a, rank=0, world=1):
         H.mark("build")
         q4 = quantize_as_loaded(a) if a.quant_base == "nf4" else None
         if family == "gpt2":
-            model = H.GPT2LMHeadModel(cfg, tied, a.mask, False)
+            model = H.GPT2LMHeadModel(cfg, tied, a.mask, a.attn == "sdpa")
         else:  # the family's own attention (hf_torch.py's FAMILY_ATTENTION)
-            model = H.LlamaForCausalLM(cfg, tied, False, H.FAMILY_ATTENTION.get(family))
+            model = H.LlamaForCausalLM(cfg, tied, a.attn == "sdpa", H.FAMILY_ATTENTION.get(family))
         if q4 is not None:
             q4.remove()
         model.train()
@@ -899,7 +899,7 @@ def run(a, rank=0, world=1):
     n_all = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
     out = dict(torch=torch.__version__, model=a.model, family=family, tied=tied, seq=a.seq, batch=a.batch,
                grad_accum=K, world=world, no_sync=bool(a.no_sync) if world > 1 else None, steps=S,
-               optimizer_impl=a.optimizer_impl, zero_grad="none" if zero_none else "zeros", dropout=a.dropout, amp=a.amp,
+               optimizer_impl=a.optimizer_impl, zero_grad="none" if zero_none else "zeros", dropout=a.dropout, amp=a.amp, attn=a.attn,
                freeze=a.freeze, quant_base=a.quant_base, double_quant=a.double_quant, quant_storage=a.quant_storage, lora=dict(r=a.lora_r, alpha=a.lora_alpha, dropout=a.lora_dropout,
                                           targets=adapted) if a.lora_r else None,
                params=n_all, trainable=n_train,
@@ -1042,6 +1042,8 @@ def main():
     ap.add_argument("--dropout", choices=["0", "config"], default="0")
     ap.add_argument("--mask", choices=["where", "add"], default="where")
     ap.add_argument("--amp", choices=["none", "bf16"], default="none")
+    ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager",
+                    help="sdpa: transformers' sdpa_attention_forward (hf_torch.py's --attn sdpa; PyTorch >= 2.0)")
     ap.add_argument("--quant-base", choices=["none", "nf4"], default="none",
                     help="nf4: QLoRA's 4-bit base (bitsandbytes 0.47.0's Linear4bit written op by op: see "
                          "Linear4bit), compute dtype bf16 under --amp bf16, else fp32; PyTorch >= 2.2")
@@ -1079,6 +1081,8 @@ def main():
         ap.error("--fsdp and --zero1: one wrapper a run")
     if a.quant_base == "nf4" and (not a.lora_r or a.case or (a.world > 1 and not a.fsdp) or H.TV < (2, 2)):
         ap.error("--quant-base nf4: with --lora-r, one rank or --fsdp, no --case, PyTorch >= 2.2 (bitsandbytes 0.47.0)")
+    if a.attn == "sdpa" and H.TV < (2, 0):
+        ap.error("--attn sdpa: PyTorch 1.13 has no scaled_dot_product_attention")
     if a.quant_storage and a.quant_base != "nf4":
         ap.error("--quant-storage: only with --quant-base nf4")
     a.quant_storage = a.quant_storage or ("float32" if a.fsdp else "uint8")

@@ -1913,7 +1913,10 @@ static T sdpa_fwd(struct bld *b, struct sdpa_saved *s, T q, T k, T v)
 	struct ag_event *e = op(b, AG_OP_SDPA_FLASH, q, k, v, ov, lse, NO);
 	e->arg[0] = attn_scale(b->m, hd);
 	unref(b, ws);
-	if (b->nograd) { /* no node: the logsumexp goes with the op's tuple, nothing is kept */
+	/* no node (under no_grad, or none of q, k, v requiring grad: a
+	 * frozen layer over an input that requires none): the logsumexp
+	 * goes with the op's tuple, nothing is kept */
+	if (b->nograd || !(RG(b, q) || RG(b, k) || RG(b, v))) {
 		unref(b, lse);
 		unref(b, ov);
 		s->q = s->k = s->v = s->out = s->lse = NO;
@@ -5064,6 +5067,9 @@ struct llama_layer_saved {
  * qcontig: q lies contiguous as [B, h, T, hd] (phi3's cat). */
 static T sdpa_math_fwd(struct bld *b, struct llama_layer_saved *s, T qe, T ke, T vt, uint64_t rep, int qcontig)
 {
+	/* no node where none of q, k, v requires grad (a frozen layer over
+	 * an input that requires none): as under no_grad, nothing kept */
+	int none = b->nograd || !(RG(b, qe) || RG(b, ke) || RG(b, vt));
 	const struct ag_tensor q_ = b->s->tensor[qe], *qt = &q_; /* a copy: the array grows */
 	uint64_t B = qt->shape[0], h = qt->shape[1], Tn = qt->shape[2], hd = qt->shape[3];
 	double rs = sqrt(attn_scale(b->m, hd)); /* calculate_scale(...).sqrt() */
@@ -5102,10 +5108,20 @@ static T sdpa_math_fwd(struct bld *b, struct llama_layer_saved *s, T qe, T ke, T
 	T qc = matmul_operand(b, qs, !qcontig && rope_sum_copies(B, h, Tn, hd), "clone (matmul's copy of q * sqrt(scale))");
 	T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
 	op(b, AG_OP_BMM, qc, ktv, NO, sc, NO, NO);
-	if (b->nograd) { /* no MmBackward: matmul's copy goes as it returns, k^T·√scale with the expression */
+	if (none) { /* no MmBackward: matmul's copy goes as it returns, k^T·√scale with the expression */
 		unref(b, qc);
 		unref(b, ktv);
 		qc = ktv = NO;
+	} else if (!s->kk) {
+		/* k requires no grad (a frozen k_proj over an input that requires
+		 * none: LoRA on q and v, --freeze): bmm's node keeps k^T·√scale
+		 * for q's gradient and not q's copy, which only k's needed
+		 * (derivatives.yaml 2.6.0 lines 378-380, bmm: self's formula
+		 * takes mat2, mat2's takes self; the generated node saves each
+		 * only where the other's gradient is computed, as eager's
+		 * qv_only); the copy goes as matmul returns */
+		unref(b, qc);
+		qc = NO;
 	}
 	T am = TMP("add (attn_mask)", AG_F32, B, h, Tn, Tn);
 	T mv = vw(b, mask, 4, SH(B, h, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0);
@@ -5133,7 +5149,7 @@ static T sdpa_math_fwd(struct bld *b, struct llama_layer_saved *s, T qe, T ke, T
 	unref(b, qs);
 	unref(b, kr);
 	unref(b, mask);
-	if (b->nograd) { /* nothing kept: v repeated goes with the function, the weights with its tuple */
+	if (none) { /* nothing kept: v repeated goes with the function, the weights with its tuple */
 		unref(b, vr3);
 		unref(b, sm3);
 		unref(b, sm);
@@ -5177,10 +5193,14 @@ static void sdpa_math_bwd(struct bld *b, struct llama_layer_saved *s, T dac, uin
 	T dqc, dkt;
 	qk_bwd(b, dam, s->qe, s->ktc, B * h, Tn, hd, &dqc, &dkt);
 	s->qe = s->ktc = s->attw = s->sm = s->vr = NO;
-	T dks = scalar_op(b, AG_OP_MUL_SCALAR, "mul (k^T * sqrt(scale) backward)", dkt, rs, NULL);
-	unref(b, dkt);
+	/* k requires no grad: no node of k's (qk_bwd gave no dkt) */
+	T dks = NO;
+	if (dkt != NO) {
+		dks = scalar_op(b, AG_OP_MUL_SCALAR, "mul (k^T * sqrt(scale) backward)", dkt, rs, NULL);
+		unref(b, dkt);
+	}
 	*dv = repeat_interleave_bwd(b, dvr, B, kv, Tn, hd, 0);
-	*dk = repeat_interleave_bwd(b, dks, B, kv, Tn, hd, 1);
+	*dk = dks != NO ? repeat_interleave_bwd(b, dks, B, kv, Tn, hd, 1) : NO;
 	T dqs = scalar_op(b, AG_OP_MUL_SCALAR, "mul (q * sqrt(scale) backward)", dqc, rs, NULL);
 	unref(b, dqc);
 	*dq = reshape(b, dqs, 4, SH(B, h, Tn, hd));
@@ -6027,9 +6047,11 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 	s->rin = RG(b, hs);
 	s->ka = RG(b, qt);
 	s->kk = RG(b, kt);
-	/* q and v requiring grad, k not (eager): q @ k^T keeps k^T's copy
-	 * alone (its self, q, is saved for k^T's gradient only) */
-	int qv_only = s->ka && !s->kk && RG(b, vt) && !sdpa && !phi3;
+	/* q and v requiring grad, k not: q @ k^T keeps k^T's copy alone
+	 * (its self, q, is saved for k^T's gradient only); under SDPA the
+	 * math path's bmm the same (sdpa_math_fwd), the flash kernel keeps
+	 * its five and makes dk anyway (llama_layer_bwd) */
+	int qv_only = s->ka && !s->kk && RG(b, vt) && !phi3;
 	if ((s->kk != s->ka || RG(b, vt) != s->ka) && !qv_only)
 		unsupported(b, "a layer whose input requires no grad with only some of q_proj, k_proj and v_proj "
 		            "frozen");
@@ -6412,7 +6434,8 @@ static T llama_layer_bwd(struct bld *b, struct model *M, struct llama_layer_save
 			ref(b, dq4);
 			pass[2] = dq4;
 		}
-		rope_bwd(b, dk4, &s->rk, &kbuf);
+		if (dk4 != NO) /* NO: k requires no grad */
+			rope_bwd(b, dk4, &s->rk, &kbuf);
 		rope_bwd(b, dq4, &s->rq, &qbuf);
 	} else if (sdpa) {
 		/* the kernel's backward; the ropes of k and q on its
@@ -6421,7 +6444,16 @@ static T llama_layer_bwd(struct bld *b, struct model *M, struct llama_layer_save
 		T gv[3];
 		sdpa_bwd(b, &s->sd, dac, gv);
 		dv = gv[2];
-		rope_bwd(b, gv[1], &s->rk, &kbuf);
+		/* k requires no grad: the kernel's backward makes dk all the
+		 * same (derivatives.yaml 2.6.0 lines 2880-2882: query, key,
+		 * value all from one call of
+		 * _scaled_dot_product_flash_attention_for_cpu_backward, no
+		 * grad_input_mask), and autograd's engine lets it go with the
+		 * node's outputs (no edge takes it), before the next node runs */
+		if (s->kk)
+			rope_bwd(b, gv[1], &s->rk, &kbuf);
+		else
+			unref(b, gv[1]);
 		rope_bwd(b, gv[0], &s->rq, &qbuf);
 	} else {
 		T dvr;
@@ -7213,6 +7245,12 @@ static int amp_check(const struct zs_model *m, const struct ag_options *o, char 
 	if (o->amp == AG_F16)
 		return refuse(cause, "--precision amp-fp16: float16 autocast on the CPU is not described yet (give "
 		              "--precision amp-bf16)");
+	/* bf16 q, k, v take the CPU's flash kernel too (sdp_utils_cpp.cpp,
+	 * use_flash_attention_cpp: cpp_supported_flash_dtypes holds
+	 * kBFloat16): its bf16 output and grads and its reduced-type buffers
+	 * are not described (sdpa_fwd's are fp32: on the tiny gpt2 zerosim
+	 * held 16,384 B a layer more than 2.6 from the attention's output
+	 * on, measured); the math path's autocast dtypes are not traced */
 	if (o->attn == ZS_ATTN_SDPA)
 		return refuse(cause, "--precision amp-bf16: autocast with --attn sdpa is not described yet (give --attn "
 		              "eager)");
@@ -7449,15 +7487,9 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		              "described yet (give --attn eager, or attn_pdrop 0)", m->attn_pdrop);
 	if (o->amp != AG_F32 && amp_check(m, o, cause) < 0)
 		return -1;
-	/* accumulation's reference (tests/ft_torch.py) has no --attn: eager */
-	if (o->grad_accum > 1 && o->attn == ZS_ATTN_SDPA)
-		return refuse(cause, "--grad-accum %u with --attn sdpa: accumulation under SDPA is not described yet (give "
-		              "--attn eager or --grad-accum 1)", o->grad_accum);
 	if (o->grad_accum < 1)
 		return refuse(cause, "--grad-accum: at least 1 micro-step");
 	int freezing = o->freeze && *o->freeze;
-	if (freezing && o->attn == ZS_ATTN_SDPA)
-		return refuse(cause, "--freeze: with --attn sdpa not described yet (give --attn eager)");
 	/* (accumulation with frozen parameters is checked: tests/ft_accum.sh;
 	 * every family's, qwen2's biased projections, qwen3's q/k norms and
 	 * phi3's fused qkv_proj and gate_up_proj included: tests/ft_freeze.sh;
@@ -7470,8 +7502,6 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * then asks for target_modules, and so does zerosim (util/lora.h). */
 	if (o->lora_r && zs_lora_targets(m, o->lora_targets, cause) == NULL)
 		return -1;
-	if (o->lora_r && o->attn == ZS_ATTN_SDPA)
-		return refuse(cause, "--lora-r: with --attn sdpa is not described yet (give --attn eager)");
 	/* PEFT adapts lm_head when it is named (peft/tuners/tuners_utils.py,
 	 * v0.20.0, check_target_module_exists 1927-1933: a key in
 	 * target_modules matches); all-linear leaves it out
