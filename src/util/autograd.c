@@ -2119,7 +2119,7 @@ static size_t ckpt_early_stop(struct bld *b, size_t r0, size_t r2, T fork, const
                               const unsigned char *kept, size_t nkept)
 {
 	struct ag_event *ev_ = *b->list;
-	size_t n = *b->n, cut = r2, at = r2;
+	size_t n = *b->n, at = r2;
 	T s = b->nrfirst;
 	for (size_t k = r2; s != NO && k-- > r0;) {
 		const struct ag_event *e = &ev_[k];
@@ -2144,7 +2144,7 @@ static size_t ckpt_early_stop(struct bld *b, size_t r0, size_t r2, T fork, const
 	int keeps_out = 0;
 	for (int j = 0; j < AG_MAXOUT; j++)
 		keeps_out |= e->out[j] != NO && sto(b, e->out[j]) < nkept && kept[sto(b, e->out[j])];
-	cut = at + 1;
+	size_t cut = at + 1;
 	if (!keeps_out) /* before its output's allocation */
 		for (cut = at; cut > r0 && ev_[cut - 1].kind == AG_EV_ALLOC;) {
 			int mine = 0;
