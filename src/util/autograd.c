@@ -660,6 +660,7 @@ static int param_frozen(struct bld *b, int32_t param, int part)
 }
 
 static void lora_module_name(struct bld *b, const struct pt *q, char *out, size_t n);
+static void lora_weight_name(struct bld *b, const struct pt *q, int ab, char *out, size_t n);
 
 /* The first term of --freeze (comma-separated, blanks trimmed, each a
  * spec of its own) that freezes none of M's parameters (with LoRA: none
@@ -678,10 +679,8 @@ static int freeze_unmatched(struct bld *b, const struct model *M, char *out, siz
 		if (M->nlora > 0 && q->lora < 0) /* LoRA: the base is frozen already; what counts is an adapter */
 			continue;
 		if (M->nlora > 0) {
-			char mod[256];
-			lora_module_name(b, q, mod, sizeof mod);
 			for (int ab = 0; ab < 2; ab++, k++) {
-				snprintf(buf + k * LEN, LEN, "%s.lora_%c.default.weight", mod, ab ? 'B' : 'A');
+				lora_weight_name(b, q, ab, buf + k * LEN, LEN);
 				names[k] = buf + k * LEN;
 			}
 		} else {
@@ -3659,16 +3658,24 @@ static void lora_module_name(struct bld *b, const struct pt *q, char *out, size_
 		*dot = '\0';
 }
 
+/* PEFT's name of base layer q's adapter weight, lora_A (ab = 0) or
+ * lora_B: MODULE.lora_A.default.weight (util/lora.h's zs_lora_module). */
+static void lora_weight_name(struct bld *b, const struct pt *q, int ab, char *out, size_t n)
+{
+	char mod[256];
+	lora_module_name(b, q, mod, sizeof mod);
+	snprintf(out, n, "%s.%s.weight", mod, zs_lora_module(ab));
+}
+
 /* Which of base layer q's adapters spec freezes by their PEFT names
  * (MODULE.lora_A.default.weight, MODULE.lora_B.default.weight): bit 0
  * lora_A, bit 1 lora_B. */
 static int lora_frozen(struct bld *b, const struct pt *q, const char *spec)
 {
-	char mod[256], name[320];
+	char name[320];
 	int fz = 0;
-	lora_module_name(b, q, mod, sizeof mod);
 	for (int ab = 0; ab < 2; ab++) {
-		snprintf(name, sizeof name, "%s.lora_%c.default.weight", mod, ab ? 'B' : 'A');
+		lora_weight_name(b, q, ab, name, sizeof name);
 		if (zs_freeze_match(spec, name, b->m->layers))
 			fz |= 1 << ab;
 	}
