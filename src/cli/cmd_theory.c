@@ -776,6 +776,7 @@ fail:
 	goto end;
 bad:
 	zs_opts_name_as_typed(args, nargs, &cause);
+	zs_opts_name_source(args, nargs, config.given, spec, 0, NULL, &cause);
 	status = usage_error(cause != NULL ? cause : "bad usage");
 end:
 	theory_routing_free(&routing);
