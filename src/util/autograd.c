@@ -3285,6 +3285,7 @@ static void q4_quantize(struct bld *b, struct model *M, size_t w)
 		               "(quant_storage float32's (n + 1) // 8 elements would not hold its codes)");
 	s->packed = b->o->fsdp_unit_marks ? q4_storage(b, q, AG_Q4_CODES, AG_F32, 2, SH((n + 1) / 8, 1))
 	                                  : q4_storage(b, q, AG_Q4_CODES, AG_U8, 2, SH((n + 1) / 2, 1));
+	b->s->tensor[sto(b, q->w)].q4 = 1;
 	T absmax = q4_storage(b, q, "quantize_4bit (absmax)", AG_F32, 1, SH(blocks));
 	op(b, AG_OP_NF4_QUANTIZE, src, NO, NO, s->packed, absmax, NO);
 	if (conv)
