@@ -268,6 +268,17 @@ bad_measure "$tmp/sp-format.json: this file is format zerosim-sweep/4, this zero
 bad_theory "$tmp/sp-format.json: this file is format zerosim-sweep/4, this zerosim reads zerosim-sweep/3 or zerosim-sweep/2 or zerosim-sweep/1" --spec "$tmp/sp-format.json"
 bad_measure "$tmp/sp-format-case.json: this file is format zerosim-case/1, this zerosim reads zerosim-sweep/3 or zerosim-sweep/2 or zerosim-sweep/1" --spec "$tmp/sp-format-case.json"
 bad_theory "$tmp/sp-format-case.json: this file is format zerosim-case/1, this zerosim reads zerosim-sweep/3 or zerosim-sweep/2 or zerosim-sweep/1" --spec "$tmp/sp-format-case.json"
+# A setting that the spec gave, not the command line, is named by the
+# file and its key where a check refuses it (the message once said
+# "--freeze", an option the user never typed); given on the command line
+# too, the option is what it names.
+printf '{"format": "zerosim-sweep/3", "freeze": "embeddings", "schemes": ["zero3"], "world": [2]}\n' >"$tmp/sp-freeze.json"
+for cmd in measure theory; do
+	bad_$cmd "$tmp/sp-freeze.json's \"freeze\" embeddings under --framework paper: only with --model" \
+		--spec "$tmp/sp-freeze.json" --layers 8,8
+	bad_$cmd "zerosim $cmd: --freeze embeddings under --framework paper: only with --model" \
+		--spec "$tmp/sp-freeze.json" --layers 8,8 --freeze embeddings
+done
 bad_measure "$tmp/sp-steps-str.json: \"steps\" is not a number" --spec "$tmp/sp-steps-str.json"
 bad_theory "$tmp/sp-steps-str.json: \"steps\" is not a number" --spec "$tmp/sp-steps-str.json"
 bad_measure "$tmp/sp-world-str.json: \"world\" is not an array of numbers" --spec "$tmp/sp-world-str.json"
@@ -797,11 +808,12 @@ for cmd in measure theory; do
 	sp_try sp-bc-key ': unknown key "bucket_cap"; zerosim-sweep/1 has layers, world, schemes, units, steps, batch, seed, precision, optimizer, lr, beta1, beta2, eps, framework, bucket-cap, prefetch'
 	sp_try sp-pf-bad ": \"prefetch\": unknown prefetch 'sideways' (none, backward-pre)"
 	sp_try sp-pf-num ': "prefetch" is not a string'
-	try 2 "--bucket-cap is DDP's bucket size: it needs --framework torch" $cmd --spec "$tmp/sp-bc-paper.json" --out "$keep"
-	try 2 "--bucket-cap is DDP's bucket size, and --schemes zero3 builds no DDP" $cmd --spec "$tmp/sp-bc-zero3.json" --out "$keep"
-	try 2 "--prefetch is FSDP's backward prefetch, and --schemes dp builds no FSDP" $cmd --spec "$tmp/sp-pf-dp.json" --out "$keep"
+	# a setting the spec gave is named as the spec's key (once "--bucket-cap")
+	sp_try sp-bc-paper "'s \"bucket-cap\" is DDP's bucket size: it needs --framework torch"
+	sp_try sp-bc-zero3 "'s \"bucket-cap\" is DDP's bucket size, and $tmp/sp-bc-zero3.json's \"schemes\" zero3 builds no DDP"
+	sp_try sp-pf-dp "'s \"prefetch\" is FSDP's backward prefetch, and $tmp/sp-pf-dp.json's \"schemes\" dp builds no FSDP"
 	# The command line overrides the spec, and is then checked against it.
-	try 2 "--bucket-cap is DDP's bucket size, and --schemes zero2 builds no DDP" \
+	try 2 "'s \"bucket-cap\" is DDP's bucket size, and --schemes zero2 builds no DDP" \
 		$cmd --spec "$tmp/sp-bc-zero3.json" --schemes zero2 --out "$keep"
 done
 # A case file fixes the model and the training, not the framework's options.
@@ -887,7 +899,7 @@ for cmd in measure theory; do
 		--attn eager --unit layer --out "$keep"
 	try 2 "--unit: --wrapper ddp runs the PyTorch step over the whole model, which has no units" \
 		$cmd --framework torch $ddp --schemes dp --torch-version 1.13 --unit model --out "$keep"
-	try 2 "--unit: --wrapper none runs the PyTorch step over the whole model, which has no units" \
+	try 2 "sp-wr-units.json's \"units\": --wrapper none runs the PyTorch step over the whole model, which has no units" \
 		$cmd --spec "$tmp/sp-wr-units.json" --model "$tiny" --precision fp32 --torch-device cpu --attn eager \
 		--out "$keep"
 	# FSDP over the PyTorch step (--wrapper fsdp): 1.13's and 2.6's
@@ -1216,7 +1228,7 @@ bad_measure "--attn sdpa: --framework deepspeed runs zerosim's own step, whose a
 bad_measure "--attn sdpa: --framework torch --wrapper auto runs zerosim's own step" \
 	--framework torch --model "${srcdir:-.}/report/models/llama-tiny.json" --seq 16 --world 1 --attn sdpa
 printf '{"format": "zerosim-sweep/3", "framework": "deepspeed", "attn": "sdpa", "world": [1]}' >"$tmp/ds-sdpa.json"
-bad_measure "--attn sdpa: --framework deepspeed runs zerosim's own step" \
+bad_measure "ds-sdpa.json's \"attn\" sdpa: --framework deepspeed runs zerosim's own step" \
 	--model "${srcdir:-.}/report/models/llama-tiny.json" --seq 16 --spec "$tmp/ds-sdpa.json"
 # theory's --flash-attn is --attn sdpa under torch and deepspeed.
 bad_theory "--flash-attn is --attn sdpa, and --attn eager says otherwise: give one" \
@@ -1241,11 +1253,11 @@ for cmd in measure theory; do
 	sp_try sp-ns-v2 ': "ddp-no-sync" is a key of zerosim-sweep/3, not of this zerosim-sweep/2 file (give "format": "zerosim-sweep/3")'
 	sp_try sp-zg-key ': unknown key "zero_grad"; zerosim-sweep/2 has layers, world, schemes, units, steps, batch, seed, precision, optimizer, lr, beta1, beta2, eps, framework, bucket-cap, prefetch, torch-version, torch-device, optimizer-impl, zero-grad, attn, wrapper'
 	sp_try sp-oi-list ': "optimizer-impl" is not a string'
-	try 2 "--zero-grad: only under --framework torch or deepspeed" $cmd --spec "$tmp/sp-zg-paper.json" --out "$keep"
-	try 2 "--wrapper none is one process's plain training loop: every --world must be 1 (it lists 8)" \
+	sp_try sp-zg-paper "'s \"zero-grad\": only under --framework torch or deepspeed"
+	try 2 "sp-wr-world.json's \"wrapper\" none is one process's plain training loop: every --world must be 1 (it lists 8)" \
 		$cmd --spec "$tmp/sp-wr-world.json" --model "$tiny" --out "$keep"
 	# The command line overrides the spec, and is then checked against it.
-	try 2 "--wrapper none is one process's plain training loop: every --world must be 1 (it lists 2)" \
+	try 2 "sp-wr-world.json's \"wrapper\" none is one process's plain training loop: every --world must be 1 (it lists 2)" \
 		$cmd --spec "$tmp/sp-wr-world.json" --model "$tiny" --world 2 --out "$keep"
 done
 # A case file holds none of them: the framework's options are the command line's.

@@ -630,7 +630,8 @@ run 2 "--lr 0.01 disagrees with the case file's lr 0.001" measure -q --case case
 run 2 "--beta2 0.99 disagrees with the case file's beta2 0.999" measure -q --case case2.json --beta2 0.99
 run 2 "--optimizer sgd disagrees with the case file's optimizer adam" measure -q --case case2.json --optimizer sgd
 printf '{"format": "zerosim-sweep/1", "precision": "mixed"}\n' >prec.json
-run 2 "--precision mixed disagrees with the case file's precision fp32" measure -q --spec prec.json --case case2.json
+# (the spec's setting named as the spec's key: it once said --precision)
+run 2 "prec.json's \"precision\" mixed disagrees with the case file's precision fp32" measure -q --spec prec.json --case case2.json
 rm prec.json
 run 2 "--seed is not used with --case" measure -q --case case2.json --seed 3
 # bad_case NAME SED PATTERN: case2.json changed by SED must be refused.

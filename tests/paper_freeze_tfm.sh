@@ -247,6 +247,10 @@ else
 fi
 refused "--freeze blocks:0-0 disagrees with the case file's freeze embeddings" --case "$tmp/fc.json" \
 	--freeze blocks:0-0 --schemes zero1
+# the case's freeze refused by a check is named as the case's key (the
+# message once said "--freeze", an option not given)
+refused "$tmp/fc.json's \"freeze\" embeddings under --framework paper --schemes zero3 --unit model: unit 0 is part frozen" \
+	--case "$tmp/fc.json" --schemes zero3 --unit model
 sed 's|"zerosim-case/3"|"zerosim-case/2"|' "$tmp/fc.json" >"$tmp/f2.json"
 refused 'unknown key "freeze" in a zerosim-case/2 file' --case "$tmp/f2.json" --schemes zero1
 exit $status

@@ -190,13 +190,33 @@ grep -q '^  zero3  N > 1 not described: --lora-r under --framework paper' "$tmp/
 
 # The issue's question as a user asks it (no --world, no --schemes): the
 # default worlds reach N > 1, where LoRA under the paper's zero3 is not
-# described; the default schemes leave zero3 out there and the text says so
-# (it once refused the whole run), while zero3 named by hand is refused.
+# described (it once refused the whole run); the default schemes keep zero3
+# (s48 left it out at every N, N = 1 too, saying so only in the text): its
+# N = 1 row is the step's, its rows at N > 1 the paper level alone, marked
+# in the text (no paper peak, *) and in theory.json (schedule null, as the
+# PyTorch step's N it does not describe), while zero3 named by hand is
+# refused.
 expect 0 --model llama-3-8b --lora-r 16 --lora-targets all-linear --device-mem 24GB
-grep -qF '(zero3 is left out of the default schemes: LoRA under the paper' "$tmp/out" ||
+grep -qF '(zero3 at N > 1 is not described: LoRA under the paper' "$tmp/out" ||
 	fail "theory --lora-r with the default schemes: no note on zero3: $(head -20 "$tmp/out")"
-grep -q '^ *[0-9]*  zero3 ' "$tmp/out" && fail "theory --lora-r with the default schemes: a zero3 row at N > 1"
-grep -q '^ *32  zero2 ' "$tmp/out" || fail "theory --lora-r with the default schemes: no zero2 row at N = 32"
+grep -q '^    1  zero3 .*[0-9]  *yes  *no  none$' "$tmp/out" ||
+	fail "theory --lora-r with the default schemes: no zero3 row of the step at N = 1: $(grep zero3 "$tmp/out" | head -2)"
+grep -q '^   32  zero3 .* -  *yes  *no  none \*$' "$tmp/out" ||
+	fail "theory --lora-r with the default schemes: no marked zero3 row at N = 32: $(grep zero3 "$tmp/out" | head -3)"
+grep -q '^   32  zero2 ' "$tmp/out" || fail "theory --lora-r with the default schemes: no zero2 row at N = 32"
+grep -q '^  zero3  not described at N = 1024: --lora-r under --framework paper' "$tmp/out" ||
+	fail "theory --lora-r with the default schemes: no zero3 advice line: $(tail -2 "$tmp/out")"
+expect 0 --model llama-3-8b --lora-r 16 --lora-targets all-linear --device-mem 24GB --world 1,2 --format json
+if command -v python3 >/dev/null 2>&1; then
+	python3 - "$tmp/out" <<'PY' || fail "theory --lora-r --world 1,2 --format json: zero3's rows"
+import json, sys
+rows = {(r["scheme"], r["world"]): r for r in json.load(open(sys.argv[1]))["rows"]}
+one, two = rows.get(("zero3", 1)), rows.get(("zero3", 2))
+assert one is not None and two is not None, sorted(rows)
+assert one["schedule"] is not None and two["schedule"] is None, (one["schedule"] is None, two["schedule"])
+assert two["peak"]["peak_bytes"] < one["peak"]["peak_bytes"], "the paper level at N = 2"
+PY
+fi
 expect 2 --model llama-3-8b --lora-r 16 --lora-targets all-linear --device-mem 24GB --schemes zero3
 # --wrapper none is one process: N = 1 where --world is not given, and
 # fp32 where --precision is not (the PyTorch step refuses mixed, the

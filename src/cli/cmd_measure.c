@@ -474,6 +474,10 @@ int zs_cmd_measure(int argc, char **argv)
 #endif
 	char *cause = NULL;
 	struct zs_case *cs = NULL;
+	/* what the case gave once taken (apply_case): it fixes the world,
+	 * batch, steps and micro-steps and gives its training settings (a
+	 * disagreement apply_case finds is the command line's or the spec's) */
+	zs_keys case_keys = 0;
 	cJSON *root = NULL;
 	struct zs_arg *args = NULL;
 	size_t nargs = 0;
@@ -609,6 +613,8 @@ int zs_cmd_measure(int argc, char **argv)
 	if (case_path != NULL) {
 		if (engine_case_load(case_path, &cs, &cause) != 0 || apply_case(&c, cs, seq_arg, recompute_arg, &cause) != 0)
 			goto fail;
+		case_keys = cs->train.given | ZS_KEY_BIT(ZS_KEY_WORLD) | ZS_KEY_BIT(ZS_KEY_BATCH) | ZS_KEY_BIT(ZS_KEY_STEPS) |
+		            ZS_KEY_BIT(ZS_KEY_GRAD_ACCUM);
 		if (cs->tfm != NULL) {
 			tfm = *cs->tfm;
 			int mixed_asked = ((c.given | cs->train.given) & ZS_KEY_BIT(ZS_KEY_PRECISION)) != 0;
@@ -802,6 +808,7 @@ fail:;
 		say = mpi_job_rank() == 0;
 #endif
 	zs_opts_name_as_typed(args, nargs, &cause);
+	zs_opts_name_source(args, nargs, c.given, spec, case_keys, case_path, &cause);
 	if (status != ZS_EXIT_OK && say)
 		zs_print_error("zerosim measure", cause ? cause : "failed");
 #ifdef HAVE_MPI

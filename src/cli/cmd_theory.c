@@ -670,8 +670,11 @@ int zs_cmd_theory(int argc, char **argv)
 		goto bad;
 	/* LoRA under the paper's zero3 is described at N = 1 only
 	 * (util/lora.c): where neither --schemes nor a spec names zero3, the
-	 * default schemes leave it out at N > 1 and the text says so, so that
-	 * the question "does it fit" is answered for the rest */
+	 * default schemes keep it, its rows at N > 1 the paper level alone
+	 * with no step (theory_row's undescribed, as the PyTorch step's N it
+	 * does not describe) and the text says why, so that the question
+	 * "does it fit" is answered for the rest; named by hand it is refused */
+	struct zs_config lora_list = config;
 	if (config.framework == ZS_FW_PAPER && config.lora_r && !(config.given & ZS_KEY_BIT(ZS_KEY_SCHEMES))) {
 		int wide = 0;
 		for (size_t w = 0; w < config.nworld; w++)
@@ -679,15 +682,15 @@ int zs_cmd_theory(int argc, char **argv)
 		size_t n = 0;
 		for (size_t i = 0; wide && i < config.nschemes; i++)
 			if (config.schemes[i] != ZS_ZERO3)
-				config.schemes[n++] = config.schemes[i];
+				lora_list.schemes[n++] = config.schemes[i];
 		req.lora_zero3_left = wide && n < config.nschemes;
 		if (wide)
-			config.nschemes = n;
+			lora_list.nschemes = n;
 	}
 	if (zs_precision_amp_check(&config, model_arg != NULL, &cause) < 0 ||
 	    moe_check(&req, &config, model_arg != NULL ? &model : NULL, routing_arg, &routing, allocator, flash, &cause) < 0 ||
 	    zs_freeze_paper_check(&config, model_arg != NULL ? &model : NULL, &cause) < 0 ||
-	    zs_lora_paper_check(&config, model_arg != NULL ? &model : NULL, &cause) < 0)
+	    zs_lora_paper_check(&lora_list, model_arg != NULL ? &model : NULL, &cause) < 0)
 		goto bad;
 	req.act.freeze = config.freeze;
 	req.act.freeze_graph = *zs_freeze_saved_spec(&config) != '\0';
@@ -782,6 +785,7 @@ fail:
 	goto end;
 bad:
 	zs_opts_name_as_typed(args, nargs, &cause);
+	zs_opts_name_source(args, nargs, config.given, spec, 0, NULL, &cause);
 	status = usage_error(cause != NULL ? cause : "bad usage");
 end:
 	theory_routing_free(&routing);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cli/options.h"
+#include "util/buf.h"
 #include "util/cuda_alloc.h"
 #include "util/util.h"
 
@@ -217,6 +218,44 @@ void zs_opts_name_as_typed(const struct zs_arg *args, size_t nargs, char **cause
 	char *named = zs_asprintf("--%s%s", last->name, *cause + 2 + strlen(last->key));
 	free(*cause);
 	*cause = named;
+}
+
+void zs_opts_name_source(const struct zs_arg *args, size_t nargs, zs_keys spec_keys, const char *spec_path,
+                         zs_keys case_keys, const char *case_path, char **cause)
+{
+	if (*cause == NULL)
+		return;
+	const char *m = *cause, *end = strstr(m, ": ");
+	if (end == NULL)
+		end = m + strlen(m);
+	struct zs_buf b = {0};
+	int changed = 0;
+	for (const char *at = m; *at != '\0';) {
+		int dashes = at < end && strncmp(at, "--", 2) == 0 && (at == m || at[-1] == ' ' || at[-1] == '(');
+		size_t n = dashes ? strspn(at + 2, "abcdefghijklmnopqrstuvwxyz0123456789-") : 0;
+		int k = dashes ? zs_config_key(at + 2, n) : -1;
+		char name[48];
+		if (k >= 0)
+			snprintf(name, sizeof name, "%.*s", (int)n, at + 2);
+		int from_case = k >= 0 && case_path != NULL && (case_keys & ZS_KEY_BIT(k)) != 0;
+		int from_spec = k >= 0 && spec_path != NULL && (spec_keys & ZS_KEY_BIT(k)) != 0;
+		if ((from_case || from_spec) && !zs_opts_sets(args, nargs, name)) {
+			for (char *d = name; from_case && *d != '\0'; d++)
+				*d = *d == '-' ? '_' : *d;
+			zs_buf_printf(&b, "%s's \"%s\"", from_case ? case_path : spec_path,
+			              !from_case && k == ZS_KEY_UNITS ? "units" : name);
+			at += 2 + n;
+			changed = 1;
+			continue;
+		}
+		zs_buf_printf(&b, "%c", *at++);
+	}
+	if (!changed) {
+		zs_buf_free(&b);
+		return;
+	}
+	free(*cause);
+	*cause = zs_buf_take(&b);
 }
 
 int zs_opts_config(struct zs_config *c, const struct zs_arg *args, size_t nargs, char **cause)

@@ -210,6 +210,17 @@ int zs_opts_config(struct zs_config *c, const struct zs_arg *args, size_t nargs,
  * name of it; left as it is otherwise, or when *cause is NULL. */
 void zs_opts_name_as_typed(const struct zs_arg *args, size_t nargs, char **cause);
 
+/* A message about settings ("--freeze X under --framework paper --schemes
+ * zero3: ...") names each one its subject (the words before the first
+ * ": ") names that the command line does not set but a file gave by the
+ * file and its key: the case's (case_keys, from case_path; its keys spelt
+ * with '_') before the spec's (spec_keys, from spec_path; "units" for
+ * --unit), as FILE's "KEY" ("spec.json's \"freeze\" X under ..."). *cause
+ * rewritten in place; left as it is where NULL or where nothing came from
+ * a file. */
+void zs_opts_name_source(const struct zs_arg *args, size_t nargs, zs_keys spec_keys, const char *spec_path,
+                         zs_keys case_keys, const char *case_path, char **cause);
+
 /* "--version" output, the same for every command. */
 void zs_opts_print_version(void);
 

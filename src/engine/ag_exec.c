@@ -2433,20 +2433,6 @@ static int viewed_param16(const struct ag_exec *x, uint32_t t, float *out)
 	return 1;
 }
 
-/* Whether the step holds parameter tensor i (part `part`) quantized to 4
- * bits (util/autograd.c's QLoRA section: its packed codes, a buffer of
- * that parameter; under FSDP a view of its unit's flat parameter). */
-static int quantized(const struct ag_step *s, int32_t i, int32_t part)
-{
-	for (uint32_t t = 0; t < s->ntensors; t++) {
-		const struct ag_tensor *q = &s->tensor[t];
-		if (q->role == AG_ROLE_BUFFER && q->what != NULL && strcmp(q->what, AG_Q4_CODES) == 0 && q->param == i &&
-		    (q->part == part || (q->part < 0 && part == 0)))
-			return 1;
-	}
-	return 0;
-}
-
 /* The final weights in zerosim's flat order, tensor by tensor from the
  * list's parameter storages, into the digest (and w if not NULL): rank
  * x[0]'s, or under FSDP (n > 1) the n ranks' shards joined. */
@@ -2468,7 +2454,7 @@ static int final_weights(const struct tfm_feed *f, const struct ag_exec *x, unsi
 			                            s->tensor[t].param == (int32_t)i &&
 			                            (f->part[t] == part || (f->part[t] < 0 && part == 0))))
 				t++;
-			if (t < s->ntensors && ag_exec_data(x, t) == NULL && quantized(s, (int32_t)i, part))
+			if (t < s->ntensors && ag_exec_data(x, t) == NULL && s->tensor[t].q4)
 				continue; /* --quant-base: a 4-bit base weight (frozen; its fp32 form is gone) */
 			/* (a bf16 storage is read by viewed_param16, widened) */
 			const float *d = t < s->ntensors && s->tensor[t].dtype != AG_BF16 ? ag_exec_data(x, t) : NULL;

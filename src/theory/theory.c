@@ -37,6 +37,8 @@
 #include <string.h>
 
 #include "theory/theory.h"
+#include "util/freeze.h"
+#include "util/lora.h"
 #include "util/schedule.h"
 #include "util/nf4.h"
 #include "util/util.h"
@@ -377,6 +379,15 @@ static void qbase_level(const struct theory_desc *d, const struct zs_config *c, 
 	r->peak.peak_bytes -= less;
 }
 
+int theory_described_at(const struct theory_request *req, enum zs_scheme scheme, unsigned world, char **why)
+{
+	struct zs_config one = *req->config;
+	one.nworld = one.nschemes = 1;
+	one.world[0] = world;
+	one.schemes[0] = scheme;
+	return zs_freeze_paper_check(&one, req->model, why) == 0 && zs_lora_paper_check(&one, req->model, why) == 0;
+}
+
 void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs_unit unit,
                 unsigned world, struct theory_row *r)
 {
@@ -406,8 +417,14 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 		 * state, the step describing its own 16-bit activations */
 		if (req->config->precision == ZS_AMP_BF16 || req->config->precision == ZS_AMP_FP16)
 			act.elem = 4;
+		/* the paper's step with LoRA (or --freeze) is not described at
+		 * every (scheme, N) the default schemes reach (zero3 at N > 1:
+		 * cmd_theory refuses it named by hand): the paper level alone,
+		 * no schedule stands in */
+		r->undescribed = req->config->framework == ZS_FW_PAPER && zs_config_trains_part(req->config) &&
+		                 !theory_described_at(req, scheme, world, NULL);
 		r->model_sched = !req->bf16 && /* measure runs no bf16 */
-		                 theory_tfm_has_schedule(req->model, &act, &s.bytes);
+		                 !r->undescribed && theory_tfm_has_schedule(req->model, &act, &s.bytes);
 		if (r->model_sched &&
 		    theory_tfm_framework_schedule(req->model, d, &req->act, &s.bytes, req->config, b, scheme, unit, world,
 		                                  &r->sched) != 0)

@@ -581,7 +581,7 @@ struct theory_request {
 	const struct zs_model *model;    /* --model, or NULL */
 	struct theory_act_opts act;      /* --seq, --recompute, --flash-attn (a model) */
 	int bf16;                        /* --precision bf16: mixed's bytes, its name */
-	int lora_zero3_left;             /* the paper's zero3 left out of LoRA's default schemes */
+	int lora_zero3_left;             /* LoRA's default schemes keep the paper's zero3, not described at N > 1 */
 	double params;                   /* Ψ (used with neither shape) */
 	double largest_unit;             /* --largest-unit, or 0 for none */
 	double device_mem;               /* --device-mem bytes, or 0 for none */
@@ -774,6 +774,13 @@ int theory_walk_described(const struct theory_request *req, unsigned world, uint
 uint64_t theory_walk_max_batch(const struct theory_request *req, enum zs_scheme scheme, enum zs_unit unit,
                                unsigned world, const struct theory_schedule *at_batch);
 
+/* Whether the run is described at N = world for scheme, by the same
+ * checks the CLI makes of the list (the paper's step with --freeze or
+ * --lora-r refuses zero3 at N > 1 where a unit mixes frozen and trainable
+ * tensors); *why (where why is not NULL), where not, the refusal (the
+ * caller frees it). */
+int theory_described_at(const struct theory_request *req, enum zs_scheme scheme, unsigned world, char **why);
+
 struct theory_row {
 	enum zs_scheme scheme;
 	enum zs_unit unit;
@@ -782,6 +789,7 @@ struct theory_row {
 	struct theory_schedule sched;    /* valid for an MLP */
 	struct theory_peak peak;         /* valid for a model */
 	int model_sched;                 /* a model's sched is zerosim's own transformer's */
+	int undescribed;                 /* the step is not described here (theory_described_at) */
 	int has_peak;                    /* an MLP or a model: the peak is known */
 	uint64_t peak_bytes;             /* at the request's micro-batch */
 	uint64_t peak_fixed;             /* peak = fixed + b·per_batch */

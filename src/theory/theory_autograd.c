@@ -195,14 +195,17 @@ static void walk_step1(const struct ag_step *s, const struct step_params *p, uns
 		}
 	}
 	struct theory_schedule one = { 0 }; /* the first step's own most */
-	uint64_t c1[ZS_NCATS], t1 = total;
+	uint64_t c1[ZS_NCATS], t1 = total, t0 = total;
 	memcpy(c1, cur, sizeof cur);
 	walk_events(s, s->step1, s->nstep1, rank, world, 0, c1, &t1, &one);
 	out->first_step_peak = one.peak_bytes > total ? one.peak_bytes : total;
 	walk_events(s, s->step1, s->nstep1, rank, world, steps == 1, cur, &total, out);
 	out->resident_bytes = total;
 	memcpy(out->resident_breakdown, cur, sizeof cur);
-	uint64_t setup_phase = total; /* the state each step starts from (docs/formats.md) */
+	/* the state each step starts from (docs/formats.md): the first
+	 * step's (the set-up's end) where it is the only one, as a --steps 1
+	 * --timeline records it; else the state after it, every later one's */
+	uint64_t setup_phase = steps > 1 ? total : t0;
 	/* the steps after the first, up to the first steady one (the
 	 * second's own list, then the steady step; the collectives counted
 	 * in the last walked) */

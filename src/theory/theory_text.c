@@ -523,8 +523,9 @@ static void table_text(struct zs_buf *t, const struct theory_request *req, enum 
 		}
 	}
 	if (req->lora_zero3_left)
-		zs_buf_printf(t, "(zero3 is left out of the default schemes: LoRA under the paper's zero3 is "
-		              "described at N = 1 only, docs/finetune.md; --world 1 --schemes zero3 gives it)\n");
+		zs_buf_printf(t, "(zero3 at N > 1 is not described: LoRA under the paper's zero3 is described at "
+		              "N = 1 only, docs/finetune.md; its rows there give the paper level alone, marked, "
+		              "and --schemes zero3 at N > 1 is refused)\n");
 	if (mem && req->alloc != NULL)
 		zs_buf_printf(t, "(--allocator cuda: the peak's fit and the largest micro-batch are judged on what "
 		              "the GPU holds, the step's reserved bytes plus the device's fixed costs; see \"What "
@@ -574,7 +575,7 @@ static void table_text(struct zs_buf *t, const struct theory_request *req, enum 
 			zs_buf_printf(t, "\n");
 			if (fwh && !h.exact && !fallback) {
 				fallback = 1;
-				reason = no_step_reason(req);
+				reason = r.undescribed ? "not described at this N" : no_step_reason(req);
 			}
 		}
 	if (fallback)
@@ -656,30 +657,17 @@ static uint64_t max_batch_with(const struct theory_request *req, enum zs_recompu
 	return h.max_batch;
 }
 
-/* Whether the run is described at N = world for scheme, by the same
- * checks the CLI makes of the list (the paper's step with --freeze or
- * --lora-r refuses zero3 at N > 1 where a unit mixes frozen and trainable
- * tensors); *why, where not, the refusal (the caller frees it). */
-static int described_at(const struct theory_request *req, enum zs_scheme scheme, unsigned world, char **why)
-{
-	struct zs_config one = *req->config;
-	one.nworld = one.nschemes = 1;
-	one.world[0] = world;
-	one.schemes[0] = scheme;
-	return zs_freeze_paper_check(&one, req->model, why) == 0 && zs_lora_paper_check(&one, req->model, why) == 0;
-}
-
 /* The smallest N above `from` at which micro-batch 1 fits as it is, or 0.
  * dp shards nothing, so more ranks never help it. Under a framework, by
  * its exact step at micro-batch 1 where the walk has it. Where the run is
- * not described at N = from + 1 (described_at), 0 with *why set; both
+ * not described at N = from + 1 (theory_described_at), 0 with *why set; both
  * checks refuse N > 1 alike, so no larger N is either. */
 static unsigned smallest_world(const struct theory_request *req, enum zs_scheme scheme,
                                enum zs_unit unit, unsigned from, char **why)
 {
 	if (scheme == ZS_DP)
 		return 0;
-	if (from < ZS_MAX_WORLD && !described_at(req, scheme, from + 1, why))
+	if (from < ZS_MAX_WORLD && !theory_described_at(req, scheme, from + 1, why))
 		return 0;
 	struct zs_config one = *req->config;
 	struct theory_request alt = *req;
@@ -779,6 +767,13 @@ static void scheme_advice(struct zs_buf *t, const struct theory_request *req, en
 	const struct theory_row *r = r0;
 	char v[32];
 
+	if (r->undescribed) { /* no step to size anything by (LoRA under the paper's zero3 at N > 1) */
+		char *why = NULL;
+		theory_described_at(req, scheme, top, &why);
+		zs_buf_printf(t, " not described at N = %u: %s\n", top, why != NULL ? why : "");
+		free(why);
+		return;
+	}
 	if (c->wrapper == ZS_WRAPPER_DDP && scheme == ZS_ZERO1) {
 		/* ZeroRedundancyOptimizer shards Adam's state alone */
 		zs_buf_printf(t, " more ranks shard Adam's state alone (--wrapper ddp --schemes zero1: "

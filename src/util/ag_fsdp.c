@@ -310,21 +310,12 @@ static int is_q4_codes(const struct ag_tensor *x)
 	return x->role == AG_ROLE_BUFFER && x->what != NULL && strcmp(x->what, AG_Q4_CODES) == 0;
 }
 
-static int is_quantized(const struct ag_step *s, const struct ag_tensor *w)
-{
-	for (uint32_t t = 0; t < s->ntensors && w->param >= 0; t++)
-		if (s->tensor[t].storage == t && is_q4_codes(&s->tensor[t]) && s->tensor[t].param == w->param &&
-		    s->tensor[t].part == w->part)
-			return 1;
-	return 0;
-}
-
 /* A storage FSDP flattens: a parameter (but a quantized weight's fp32
  * form) or a 4-bit layer's codes. */
 static int flattened(const struct ag_step *s, uint32_t t)
 {
 	const struct ag_tensor *x = &s->tensor[t];
-	return x->storage == t && (x->role == AG_ROLE_PARAM ? !is_quantized(s, x) : is_q4_codes(x));
+	return x->storage == t && (x->role == AG_ROLE_PARAM ? !x->q4 : is_q4_codes(x));
 }
 
 /* The units: one per block (their order), then the root (*iroot), then,

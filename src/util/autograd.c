@@ -660,6 +660,7 @@ static int param_frozen(struct bld *b, int32_t param, int part)
 }
 
 static void lora_module_name(struct bld *b, const struct pt *q, char *out, size_t n);
+static void lora_weight_name(struct bld *b, const struct pt *q, int ab, char *out, size_t n);
 
 /* The first term of --freeze (comma-separated, blanks trimmed, each a
  * spec of its own) that freezes none of M's parameters (with LoRA: none
@@ -678,10 +679,8 @@ static int freeze_unmatched(struct bld *b, const struct model *M, char *out, siz
 		if (M->nlora > 0 && q->lora < 0) /* LoRA: the base is frozen already; what counts is an adapter */
 			continue;
 		if (M->nlora > 0) {
-			char mod[256];
-			lora_module_name(b, q, mod, sizeof mod);
 			for (int ab = 0; ab < 2; ab++, k++) {
-				snprintf(buf + k * LEN, LEN, "%s.lora_%c.default.weight", mod, ab ? 'B' : 'A');
+				lora_weight_name(b, q, ab, buf + k * LEN, LEN);
 				names[k] = buf + k * LEN;
 			}
 		} else {
@@ -2122,7 +2121,7 @@ static size_t ckpt_early_stop(struct bld *b, size_t r0, size_t r2, T fork, const
                               const unsigned char *kept, size_t nkept)
 {
 	struct ag_event *ev_ = *b->list;
-	size_t n = *b->n, cut = r2, at = r2;
+	size_t n = *b->n, at = r2;
 	T s = b->nrfirst;
 	for (size_t k = r2; s != NO && k-- > r0;) {
 		const struct ag_event *e = &ev_[k];
@@ -2147,7 +2146,7 @@ static size_t ckpt_early_stop(struct bld *b, size_t r0, size_t r2, T fork, const
 	int keeps_out = 0;
 	for (int j = 0; j < AG_MAXOUT; j++)
 		keeps_out |= e->out[j] != NO && sto(b, e->out[j]) < nkept && kept[sto(b, e->out[j])];
-	cut = at + 1;
+	size_t cut = at + 1;
 	if (!keeps_out) /* before its output's allocation */
 		for (cut = at; cut > r0 && ev_[cut - 1].kind == AG_EV_ALLOC;) {
 			int mine = 0;
@@ -3289,6 +3288,7 @@ static void q4_quantize(struct bld *b, struct model *M, size_t w)
 		               "(quant_storage float32's (n + 1) // 8 elements would not hold its codes)");
 	s->packed = b->o->fsdp_unit_marks ? q4_storage(b, q, AG_Q4_CODES, AG_F32, 2, SH((n + 1) / 8, 1))
 	                                  : q4_storage(b, q, AG_Q4_CODES, AG_U8, 2, SH((n + 1) / 2, 1));
+	b->s->tensor[sto(b, q->w)].q4 = 1;
 	T absmax = q4_storage(b, q, "quantize_4bit (absmax)", AG_F32, 1, SH(blocks));
 	op(b, AG_OP_NF4_QUANTIZE, src, NO, NO, s->packed, absmax, NO);
 	if (conv)
@@ -3662,16 +3662,24 @@ static void lora_module_name(struct bld *b, const struct pt *q, char *out, size_
 		*dot = '\0';
 }
 
+/* PEFT's name of base layer q's adapter weight, lora_A (ab = 0) or
+ * lora_B: MODULE.lora_A.default.weight (util/lora.h's zs_lora_module). */
+static void lora_weight_name(struct bld *b, const struct pt *q, int ab, char *out, size_t n)
+{
+	char mod[256];
+	lora_module_name(b, q, mod, sizeof mod);
+	snprintf(out, n, "%s.%s.weight", mod, zs_lora_module(ab));
+}
+
 /* Which of base layer q's adapters spec freezes by their PEFT names
  * (MODULE.lora_A.default.weight, MODULE.lora_B.default.weight): bit 0
  * lora_A, bit 1 lora_B. */
 static int lora_frozen(struct bld *b, const struct pt *q, const char *spec)
 {
-	char mod[256], name[320];
+	char name[320];
 	int fz = 0;
-	lora_module_name(b, q, mod, sizeof mod);
 	for (int ab = 0; ab < 2; ab++) {
-		snprintf(name, sizeof name, "%s.lora_%c.default.weight", mod, ab ? 'B' : 'A');
+		lora_weight_name(b, q, ab, name, sizeof name);
 		if (zs_freeze_match(spec, name, b->m->layers))
 			fz |= 1 << ab;
 	}

@@ -123,6 +123,9 @@ struct ag_tensor {
 	                            * holds; else 0 */
 	unsigned char host;        /* a storage in host memory under --torch-device cuda (a CPU scalar:
 	                            * util/autograd.c, host_scalar): 0 device bytes, never the tracker's */
+	unsigned char q4;          /* PARAM: a base weight's storage --quant-base nf4 quantized (its packed
+	                            * codes, an AG_Q4_CODES buffer of the same param and part, hold it:
+	                            * util/autograd.c, q4_quantize) */
 };
 
 /* The most tokens (batch x seq) whose embedding backward takes CUDA's

@@ -365,20 +365,27 @@ static int set_name(const char *key, const char *value, const char *const *names
 	return zs_fail(cause, "--%s: '%.40s' is not one of %s", key, value, list);
 }
 
+int zs_config_key(const char *name, size_t len)
+{
+	if (len == 6 && strncmp(name, "scheme", 6) == 0)
+		name = "schemes", len = 7;
+	if (len == 5 && strncmp(name, "units", 5) == 0)
+		name = "unit", len = 4;
+	for (int k = 0; k < ZS_NKEYS; k++)
+		if (strlen(key_names[k]) == len && strncmp(name, key_names[k], len) == 0)
+			return k;
+	return -1;
+}
+
 int zs_config_set(struct zs_config *c, const char *key, const char *value, char **cause)
 {
 	struct zs_config t = *c; /* change c only if the whole value parses */
 	struct list_ctx x = {&t, 0};
 	unsigned long long v = 0;
-	int k = 0;
-	if (strcmp(key, "scheme") == 0)
-		key = "schemes";
-	if (strcmp(key, "units") == 0)
-		key = "unit";
-	while (k < ZS_NKEYS && strcmp(key, key_names[k]) != 0)
-		k++;
-	if (k == ZS_NKEYS)
+	int k = zs_config_key(key, strlen(key));
+	if (k < 0)
 		return zs_fail(cause, "unknown option --%s", key);
+	key = key_names[k];
 	if (value == NULL)
 		return zs_fail(cause, "--%s needs a value", key);
 	switch ((enum zs_key)k) {

@@ -232,6 +232,10 @@ void zs_config_defaults(struct zs_config *c);
  * (1..65536)"). Marks the key in c->given. */
 int zs_config_set(struct zs_config *c, const char *key, const char *value, char **cause);
 
+/* The key whose zs_config_set name (or its alias "scheme", "units") is
+ * name[0..len), or -1. */
+int zs_config_key(const char *name, size_t len);
+
 /* Set `key` (a key of zerosim-sweep/2: "layers", "units", "lr", ...) from
  * a JSON value of its type; messages name the key as the file spells it. */
 struct cJSON;

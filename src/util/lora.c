@@ -113,6 +113,8 @@ uint64_t zs_lora_trained(const struct zs_lora_set *s)
 	return n;
 }
 
+const char *zs_lora_module(int b) { return b ? "lora_B.default" : "lora_A.default"; }
+
 void zs_lora_describe(struct step_params *p, const struct zs_lora_set *s, double dropout)
 {
 	size_t nt = p->ntensors + 2 * s->n, nm = p->nmodules + 2 * s->n, k = 0;
@@ -147,7 +149,7 @@ void zs_lora_describe(struct step_params *p, const struct zs_lora_set *s, double
 			for (int b = 0; b < 2; b++) {
 				size_t ti = at[a] + (size_t)b;
 				md[x] = (struct step_module){"", -1, "", md[base].layer, ti, 1, 1, -1, "", 0,
-				                             b ? "lora_B.default" : "lora_A.default", base, la->part};
+				                             zs_lora_module(b), base, la->part};
 				t[ti] = (struct step_tensor){"weight", 2, {b ? la->out : s->r, b ? s->r : la->in},
 				                             (la->in * (1 - (uint64_t)b) + la->out * (uint64_t)b) * s->r, x++, 0,
 				                             {0, 0, 0}, 0};

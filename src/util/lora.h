@@ -87,6 +87,15 @@ void zs_lora_free(struct zs_lora_set *s);
  * keeps: util/step.h's step_buffers_lora). */
 void zs_lora_describe(struct step_params *p, const struct zs_lora_set *s, double dropout);
 
+/* PEFT's name of a targeted layer's adapter module under it, lora_A
+ * (b = 0) or lora_B (b = 1), adapter "default" (LoraLayer.update_layer's
+ * self.lora_A[adapter_name] and self.lora_B[adapter_name], ModuleDicts:
+ * peft/tuners/lora/layer.py lines 259-260 at v0.20.0, docs/finetune.md;
+ * get_peft_model's adapter_name "default"): "lora_A.default"; its weight
+ * is MODULE.lora_A.default.weight. The one spelling zs_lora_describe and
+ * the PyTorch step's list (util/autograd.c) name adapters by. */
+const char *zs_lora_module(int b);
+
 /* The step description zerosim's own step runs for c over `shape` (the
  * model the kernels run; hf, the model read, names PEFT's default targets
  * by its model_type): step_params_build, --freeze's marks
