@@ -543,10 +543,24 @@ try 0 "" theory --model "$tmp/relu.json" --world 2
 # the paper's schemes and DeepSpeed's four (tests/moe_step.sh,
 # tests/moe_fw.sh, tests/ds_moe.sh); the rest is refused by name
 [ -d "$top/data/models" ] || { ZEROSIM_DATADIR=$srcdir; export ZEROSIM_DATADIR; }
-moe_in="fp32 or mixed under --framework paper or deepspeed (its zero3 with the sparse-MoE block a z3 leaf), and fp32 under --framework torch --wrapper none or ddp for mixtral, qwen2_moe and qwen3_moe (PyTorch 1.13's or 2.6's step, under ddp each rank its own routing; the theory with --routing FILE; --grad-accum, each micro-step its own routing; bf16 autocast on 1.13's plain loop; --freeze and --lora-r on the plain loop)"
+moe_in="fp32 or mixed under --framework paper or deepspeed (its zero3 with the sparse-MoE block a z3 leaf), and fp32 under --framework torch --wrapper none, ddp or fsdp for mixtral, qwen2_moe and qwen3_moe (PyTorch 1.13's or 2.6's step, fsdp's FULL_SHARD under 1.13 with zero_grad zeros alone, under ddp and fsdp each rank its own routing; the theory with --routing FILE; --grad-accum, each micro-step its own routing; bf16 autocast on 1.13's plain loop; --freeze and --lora-r on the plain loop)"
 moe_no="mixtral-8x7b: a mixture of experts runs in the engine's step in $moe_in, in one process, so far; not with"
-bad_measure "$moe_no --framework torch --wrapper fsdp (give --wrapper none)" --model mixtral-8x7b \
-	--seq 8 --framework torch --torch-version 1.13 --torch-device cpu --wrapper fsdp --world 2 --schemes zero3
+bad_measure "$moe_no --framework torch --wrapper auto (give --wrapper none)" --model mixtral-8x7b \
+	--seq 8 --framework torch --wrapper auto --world 2 --schemes zero3
+# under FSDP: FULL_SHARD under 1.13, one micro-step a step, as
+# tests/moe_hf_torch.sh holds it
+bad_measure "$moe_no --wrapper fsdp --schemes zero2 (give zero3: FULL_SHARD)" --model mixtral-8x7b --seq 8 \
+	--framework torch --torch-version 1.13 --torch-device cpu --wrapper fsdp --world 2 --schemes zero2
+bad_measure "$moe_no --wrapper fsdp under PyTorch 2.6 (give --torch-version 1.13)" --model mixtral-8x7b --seq 8 \
+	--framework torch --torch-version 2.6 --torch-device cpu --wrapper fsdp --world 2 --schemes zero3
+bad_measure "$moe_no --wrapper fsdp --grad-accum 2 (give 1)" --model mixtral-8x7b --seq 8 \
+	--framework torch --torch-version 1.13 --torch-device cpu --wrapper fsdp --world 2 --schemes zero3 --grad-accum 2
+bad_measure "$moe_no --wrapper fsdp --zero-grad none (give zeros)" --model mixtral-8x7b --seq 8 \
+	--framework torch --torch-version 1.13 --torch-device cpu --wrapper fsdp --world 2 --schemes zero3 --zero-grad none
+# bf16 autocast: the plain loop's alone (under fsdp too)
+bad_measure "$moe_no --precision amp-bf16 under --framework torch --wrapper fsdp (give fp32, or --wrapper none)" \
+	--model mixtral-8x7b --seq 8 --framework torch --torch-version 1.13 --torch-device cpu --wrapper fsdp --world 2 \
+	--schemes zero3 --precision amp-bf16
 bad_measure "$moe_no --grad-accum 2 (give 1)" --model mixtral-8x7b --seq 8 --framework deepspeed --grad-accum 2
 # --freeze and --lora-r: the PyTorch step's plain loop alone
 bad_measure "$moe_no --freeze or --lora-r outside --framework torch --wrapper none" --model mixtral-8x7b --seq 8 \

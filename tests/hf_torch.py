@@ -2041,6 +2041,13 @@ def fsdp_worker(rank, a, store):
     fsdp_torch.RECV[torch.float32] = torch.empty(1 << 22)
     d = report(a)
     dist.barrier()
+    # a mixture's ranks, each routing its own batch: every rank's figures
+    # in rank 0's "ranks", as ddp_worker's
+    if "routing" in d:
+        every = [None] * a.fsdp
+        keys = ("between_steps", "peak", "step_peaks", "setup_peak", "boundaries", "losses", "routing")
+        dist.all_gather_object(every, {k: d[k] for k in keys if k in d})
+        d["ranks"] = every
     if rank == 0:
         emit(a, d)
     finish(rank, store)

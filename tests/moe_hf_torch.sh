@@ -49,6 +49,16 @@
 #    after the first) and every mark to the byte, the ranks' peaks apart;
 #    measure --wrapper ddp equals the theory given its own routing, every
 #    rank's row and marks;
+#  - under FSDP N = 2 over gloo (--wrapper fsdp --schemes zero3, FULL_SHARD;
+#    hf_torch.py --fsdp N: a unit per decoder layer, the router and the
+#    experts flattened into it; every rank's allocator and routing): the
+#    theory given every rank's routing equals each rank's bytes between
+#    steps, peak (the steps' after the first) and every mark: the 512-wide
+#    mixtral at B 4 T 32 (the ranks' peaks apart; measure --wrapper fsdp
+#    equals the theory given its own routing, every rank's row and marks)
+#    and the tiny mixtral at B 1 T 9, its ranks leaving experts idle (in the
+#    first step too: the idle view's slot of the flat gradient
+#    SplitWithSizesBackward's zeros; main refused a mixture under fsdp);
 #  - with output_router_logits true (the auxiliary load-balancing loss,
 #    tests/hf_torch.py's moe_aux_outputs; qwen's router_aux_loss_coef
 #    0.02) the mixtral, qwen2_moe and qwen3_moe at B 2 T 16 (bytes, peak,
@@ -103,7 +113,7 @@
 # and under --grad-accum the mixtral (K = 2) and qwen3_moe (K = 3),
 # set_to_none: bytes, peak, marks.
 #
-# About 120 s (the find_unused rows about 25 of them). Exit 0 pass, 1 fail, 77 skip (no PyTorch; ZS_REQUIRE_TORCH=1
+# About 120 s (the find_unused rows about 25 of them, the FSDP rows about 8). Exit 0 pass, 1 fail, 77 skip (no PyTorch; ZS_REQUIRE_TORCH=1
 # makes that a failure), 99 hard error.
 name=moe_hf_torch
 needs="${ZS_BUILDDIR:-.}/tests/ag_events ${ZS_BUILDDIR:-.}/tests/json_agree"
@@ -308,6 +318,12 @@ done
 ddp_add() {
 	hf_add "ddp$1${3:-}" --model "$2" --seq 16 --batch 2 --steps $S --zero-grad zeros --optimizer-impl single --ddp "$1"
 }
+# fsdp_add N CONFIG B T: FSDP N's reference (FULL_SHARD, a unit per
+# decoder block: hf_torch.py --fsdp N; tag fsdpN-CONFIG-B-T)
+fsdp_add() {
+	hf_add "fsdp$1-$(basename "$2" .json)-$3-$4" --model "$2" --seq "$4" --batch "$3" --steps $S --zero-grad zeros \
+		--optimizer-impl single --fsdp "$1"
+}
 # Gradient accumulation (--grad-accum K, the plain loop): each micro-step
 # routes its own micro-batch, so the routing is each step's K micro-steps'
 # blocks (measured.json's "micro_steps"). The reference is
@@ -380,6 +396,8 @@ else
 	FZ= FZT=
 	ddp_add 2 "$tmp/wide.json"
 	ddp_add 3 "$tmp/wide.json"
+	fsdp_add 2 "$tmp/wide.json" 4 32
+	fsdp_add 2 "$tmp/config.json" 1 9
 	ref_add 1 2
 	for q in config qwen_moe qwen3_moe; do
 		ref_add 2 16 "$tmp/$q-aux.json"
@@ -648,6 +666,17 @@ def rank_check(r, per, k, peak, bad):
     bad += ["rank %d: mark %s %d, the theory %d" % (k, x, want.get(x, -1), v) for x, v in marks.items() if want.get(x) != v]
     if len(marks) < 29:
         bad.append("rank %d: the theory names %d marks" % (k, len(marks)))
+
+
+def ranks_check(ref, per, bad):
+    """rank_check of every rank of ref against per: their peaks (the
+    steps' after the first)"""
+    peaks = []
+    for k, r in enumerate(ref["ranks"]):
+        peak = max([r["peak"]] + r["step_peaks"][1:])  # the run's after its first step
+        peaks.append(peak)
+        rank_check(r, per, k, peak, bad)
+    return peaks
 PY
 ddp() {
 	tag=ddp$1${3:-}
@@ -681,15 +710,11 @@ PY
 	python3 - "$tmp/ref-$tag.json" "$tmp/t-$tag.json" "$tmp/m-$tag.json" "$tmp/tm-$tag.json" "$1" "$tmp" <<'PY' || status=1
 import json, sys
 sys.path.insert(0, sys.argv[6])
-from ddp_rank import rank_check
+from ddp_rank import ranks_check
 ref, t, m, tm = (json.load(open(f)) for f in sys.argv[1:5])
 N, bad = int(sys.argv[5]), []
 per = t["rows"][0]["schedule"]["per_rank"]
-peaks = []
-for k, r in enumerate(ref["ranks"]):
-    peak = max([r["peak"]] + r["step_peaks"][1:])  # the run's after its first step
-    peaks.append(peak)
-    rank_check(r, per, k, peak, bad)
+peaks = ranks_check(ref, per, bad)
 if len(set(peaks)) == 1:
     bad.append("the ranks' peaks are alike (%d): the row cannot tell each rank's routing from rank 0's" % peaks[0])
 mr, ts = m["runs"][0]["per_rank"], tm["rows"][0]["schedule"]["per_rank"]
@@ -726,6 +751,85 @@ if [ "$mode" = torch26 ]; then
 fi
 ddp 2
 ddp 3
+# fsdp N CONFIG B T [IDLE]: FSDP N over gloo (--wrapper fsdp --schemes
+# zero3; hf_torch.py --fsdp N: FULL_SHARD, transformer_auto_wrap_policy on
+# the decoder layer, so the router and the experts (and qwen2_moe's shared
+# expert) are flattened into their block's unit, as accelerate's
+# FSDP_AUTO_WRAP_POLICY TRANSFORMER_BASED_WRAP does over the model's
+# _no_split_modules, ["MixtralDecoderLayer"]; every rank's allocator and
+# routing in its "ranks"): the theory given every rank's routing equals
+# each rank's bytes between steps, peak and every mark; IDLE: the steady
+# step leaves an expert without a token on some rank (its view unused:
+# SplitWithSizesBackward's zeros in its slot of the flat gradient,
+# util/ag_fsdp.c post_backward; the ranks' figures alike there: the row
+# holds the zeros); else the ranks' peaks apart (the 512-wide mixtral at
+# B 4 T 32: each rank's peak in a block's backward by its own busiest
+# expert; at B 2 T 16 the peak falls where the ranks agree) and measure
+# --wrapper fsdp equals the theory given its own routing, every rank's row
+# and marks, its ranks' peaks apart
+fsdp() {
+	tag=fsdp$1-$(basename "$2" .json)-$3-$4
+	hf_get "$tag"
+	python3 - "$tmp/ref-$tag.json" "$1" "$tmp/routing-$tag.json" "$3" "$4" "${5:-}" <<'PY' || { fail "$tag: the routing"; return; }
+import json, sys
+ref, N, B, T = json.load(open(sys.argv[1])), int(sys.argv[2]), int(sys.argv[4]), int(sys.argv[5])
+rt, ranks = ref.get("routing"), ref.get("ranks") or []
+if ref.get("fsdp") != N or not rt or len(ranks) != N or any(len(r["routing"]["steps"]) != 3 for r in ranks):
+    sys.exit("moe_hf_torch: FAIL: the FSDP %d reference recorded no routing of 3 steps on every rank" % N)
+idle = any(0 in c for r in ranks for c in r["routing"]["steps"][-1])
+if idle != bool(sys.argv[6]):
+    sys.exit("moe_hf_torch: FAIL: FSDP %d B %d T %d: the steady step %s an expert idle on some rank" %
+             (N, B, T, "leaves" if idle else "no longer leaves"))
+run = {"scheme": "zero3", "unit": "model", "world": N,
+       "routing": {"blocks": rt["blocks"], "experts": rt["experts"],
+                   "tokens_per_expert": [r["routing"]["steps"] for r in ranks]}}
+json.dump({"format": "zerosim-measured/1", "config": dict(seq=T, batch=B), "runs": [run]}, open(sys.argv[3], "w"))
+PY
+	fopts=$(echo "$torch_opts" | sed 's/--wrapper none/--wrapper fsdp/;s/--world 1/--world '"$1"'/;s/--schemes dp/--schemes zero3/')
+	# shellcheck disable=SC2086
+	"$zerosim" theory --model "$2" --seq "$4" --batch "$3" $fopts \
+		--routing "$tmp/routing-$tag.json" --out "$tmp/t-$tag.json" 2>"$tmp/err" ||
+		{ fail "$tag: theory: $(cat "$tmp/err")"; return; }
+	if [ -z "${5:-}" ]; then
+		# shellcheck disable=SC2086
+		OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q --model "$2" --seq "$4" --batch "$3" $fopts \
+			--out "$tmp/m-$tag.json" 2>"$tmp/err" || { fail "$tag: measure: $(cat "$tmp/err")"; return; }
+		# shellcheck disable=SC2086
+		"$zerosim" theory --model "$2" --seq "$4" --batch "$3" $fopts \
+			--routing "$tmp/m-$tag.json" --out "$tmp/tm-$tag.json" 2>"$tmp/err" ||
+			{ fail "$tag: theory --routing (measure's): $(cat "$tmp/err")"; return; }
+		"$top/tests/json_agree" "$tmp/m-$tag.json" "$tmp/tm-$tag.json" >"$tmp/out" 2>&1 ||
+			{ fail "$tag: theory --routing (measure's) against measure: $(cat "$tmp/out")"; return; }
+	fi
+	python3 - "$tmp/ref-$tag.json" "$tmp/t-$tag.json" "$tmp/m-$tag.json" "$tmp/tm-$tag.json" "$1" "$tmp" "$tag" <<'PY' || status=1
+import json, os, sys
+sys.path.insert(0, sys.argv[6])
+from ddp_rank import ranks_check
+ref, t = (json.load(open(f)) for f in sys.argv[1:3])
+N, tag, bad = int(sys.argv[5]), sys.argv[7], []
+per = t["rows"][0]["schedule"]["per_rank"]
+peaks = ranks_check(ref, per, bad)
+said = ""
+if os.path.exists(sys.argv[3]):
+    m, tm = json.load(open(sys.argv[3])), json.load(open(sys.argv[4]))
+    mr, ts = m["runs"][0]["per_rank"], tm["rows"][0]["schedule"]["per_rank"]
+    if mr.get("marks") != ts.get("marks") or len(mr.get("marks") or []) != N:
+        bad.append("measure's every rank's marks are not the theory's under its routing")
+    if len(set(peaks)) == 1:
+        bad.append("the ranks' peaks are alike (%d): the row cannot tell each rank's routing from rank 0's" % peaks[0])
+    if len(set(mr["peak_bytes"])) == 1:
+        bad.append("measure's ranks' peaks are alike: the row cannot tell")
+    said = "; measure's ranks (peaks %s) its theory's" % mr["peak_bytes"]
+for b in bad:
+    print("moe_hf_torch: FAIL: %s: %s" % (tag, b), file=sys.stderr)
+if not bad:
+    print("ok: %s: each rank's theory equals PyTorch's FSDP rank (between steps %d, peaks %s, %d marks each)%s" %
+          (tag, per["resident_bytes"][0], peaks, len(per["marks"][0]), said))
+sys.exit(1 if bad else 0)
+PY
+}
+fsdp 2 "$tmp/wide.json" 4 32
+fsdp 2 "$tmp/config.json" 1 9 idle
 # a sweep of N = 2 and 3: each rank's own routing is followed for one N a
 # sweep, so N = 3's ranks routing otherwise than N = 2's rank 0 is refused
 python3 - "$tmp/routing-ddp2.json" "$tmp/routing-ddp3.json" "$tmp/ddp23.json" <<'PY' || exit 99
@@ -898,5 +1002,5 @@ unused 1 9
 # row and marks equal the theory given its routing (main refused it)
 measure_agree find-unused unused "measure of the mixtral at N = 2 (B 2 T 16)" \
 	"$(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp --ddp-find-unused on/;s/--world 1/--world 2/')"
-[ $status -eq 0 ] && echo "$name: the tiny mixtral's (B 2 T 16, single and foreach Adam, and under bf16 autocast; B 1 T 8, an expert idle), qwen2_moe's and qwen3_moe's (B 2 T 16) PyTorch step, and the 512-wide mixtral's ranks under DDP N = 2 and 3, equal 1.13's allocator to the byte, with the auxiliary loss too (the three at B 2 T 16, the 512-wide one under DDP N = 2), and the tiny mixtral's ranks under DDP N = 2 with find_unused_parameters (B 1 T 9: experts idle on one rank and on both); qwen3_moe under bf16 autocast; under --grad-accum 2 and 3 (each micro-step its own routing, an expert idle in one micro-step and used in another, DDP N = 2 with and without no_sync); qwen2_moe under bf16 autocast; --freeze (mixtral's routers, qwen2_moe's experts and shared expert) and LoRA on q_proj,v_proj; the refusals hold"
+[ $status -eq 0 ] && echo "$name: the tiny mixtral's (B 2 T 16, single and foreach Adam, and under bf16 autocast; B 1 T 8, an expert idle), qwen2_moe's and qwen3_moe's (B 2 T 16) PyTorch step, and the 512-wide mixtral's ranks under DDP N = 2 and 3, equal 1.13's allocator to the byte, with the auxiliary loss too (the three at B 2 T 16, the 512-wide one under DDP N = 2), and the tiny mixtral's ranks under DDP N = 2 with find_unused_parameters (B 1 T 9: experts idle on one rank and on both); qwen3_moe under bf16 autocast; under --grad-accum 2 and 3 (each micro-step its own routing, an expert idle in one micro-step and used in another, DDP N = 2 with and without no_sync); qwen2_moe under bf16 autocast; --freeze (mixtral's routers, qwen2_moe's experts and shared expert) and LoRA on q_proj,v_proj; the 512-wide mixtral's and the tiny mixtral's ranks under FSDP N = 2 (B 1 T 9: experts idle); the refusals hold"
 exit $status

@@ -336,7 +336,10 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 		 * its grad and state, as every expert's first-step token does */
 		int unused = config->wrapper == ZS_WRAPPER_DDP && config->ddp_find_unused;
 		size_t LE1 = x->blocks / x->micro * x->experts; /* one micro-step's lists */
-		for (size_t i = 0; i < x->blocks * x->experts; i++) {
+		/* (under --wrapper fsdp no parameter has a .grad of its own: the
+		 * flat parameter's, whole, from the first step on, an idle
+		 * expert's slot SplitWithSizesBackward's zeros, util/ag_fsdp.c) */
+		for (size_t i = 0; config->wrapper != ZS_WRAPPER_FSDP && i < x->blocks * x->experts; i++) {
 			/* under --grad-accum K an expert idle in one micro-step of the
 			 * first step and used in another has its .grad by the step's
 			 * end (AccumulateGrad makes it at its first token), and the
@@ -370,12 +373,14 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 		config->moe_run = x->counts;
 		config->moe_run_steps = (unsigned)x->steps;
 		config->moe_run_ranks = 1;
-		if (config->wrapper == ZS_WRAPPER_DDP) {
+		if (config->wrapper == ZS_WRAPPER_DDP || config->wrapper == ZS_WRAPPER_FSDP) {
 			/* DDP at its defaults (find_unused_parameters False, ag_ddp.h):
 			 * an expert without a token on some rank has no grad there, its
 			 * bucket never reduces, and 1.13's reducer raises at the next
-			 * forward (reducer.cpp ensure_prior_reduction_finished) */
-			if (!unused && theory_routing_starved(r, m, config, ~0u, BT, starved, sizeof starved))
+			 * forward (reducer.cpp ensure_prior_reduction_finished); under
+			 * FSDP the unit's flat gradient takes it (util/ag_fsdp.c) */
+			if (config->wrapper == ZS_WRAPPER_DDP && !unused &&
+			    theory_routing_starved(r, m, config, ~0u, BT, starved, sizeof starved))
 				return zs_fail(cause, "--routing %s: %s gets no token: under --wrapper ddp "
 				               "(find_unused_parameters False) its bucket is never reduced, and PyTorch 1.13 "
 				               "raises at the step after (give more tokens: --batch, --seq)", rarg, starved);
@@ -393,9 +398,9 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 					            0) {
 						if (config->nworld > 1)
 							return zs_fail(cause, "--routing %s: rank %u at N = %u routes otherwise than rank 0 at "
-							               "N = %u: under --wrapper ddp the theory follows each rank's own routing "
+							               "N = %u: under --wrapper %s the theory follows each rank's own routing "
 							               "for one N a sweep (give one N, or a file whose ranks route alike)",
-							               arg, k, y->world, x->world);
+							               arg, k, y->world, x->world, zs_wrapper_name(config->wrapper));
 						apart = 1;
 					}
 			}

@@ -2719,7 +2719,7 @@ static int moe_step_build(struct ag_step *n, const struct tfm_feed *f, const str
  * from the others' (util/ag_ddp.c describes it; the executor keeps one
  * shape a run): not run yet. 0, or -1 with *cause. */
 static int moe_starved(const struct zs_model *hf, const uint64_t *counts, unsigned S, unsigned K, unsigned world,
-                       int unused, char **cause)
+                       int unused, int fsdp, char **cause)
 {
 	size_t LE1 = (size_t)hf->layers * hf->experts, LE = K * LE1; /* a step's lists: K micro-steps' (moe_run) */
 	for (size_t k = 0; k < world; k++)
@@ -2740,6 +2740,16 @@ static int moe_starved(const struct zs_model *hf, const uint64_t *counts, unsign
 					               "under --ddp-find-unused measure does not run an expert idle on a rank yet "
 					               "(the theory describes it: zerosim theory --routing FILE)", hf->name,
 					               i % hf->experts, i / hf->experts % hf->layers, k, t + 1);
+				/* under FSDP the flat parameter's gradient is whole (the
+				 * idle slot SplitWithSizesBackward's zeros, util/ag_fsdp.c),
+				 * which the theory describes; the executor keeps one list
+				 * shape a run, and an idle expert's list is another */
+				if (world > 1 && fsdp)
+					return zs_fail(cause, "%s: expert %zu of block %zu on rank %zu at step %zu gets no token: "
+					               "under --wrapper fsdp measure does not run an expert idle on a rank yet (the "
+					               "theory describes it: zerosim theory --routing FILE; or give more tokens: "
+					               "--batch, --seq)", hf->name, i % hf->experts, i / hf->experts % hf->layers, k,
+					               t + 1);
 				if (world > 1)
 					return zs_fail(cause, "%s: expert %zu of block %zu on rank %zu at step %zu gets no token: "
 					               "under --wrapper ddp (find_unused_parameters False) its bucket is never "
@@ -2793,7 +2803,8 @@ static int moe_refit(struct ag_exec *x, const struct step_save *v, struct ag_ste
 	if (refit) {
 		free(*cause);
 		*cause = NULL;
-		if (moe_starved(hf, fix, S, o->grad_accum, world, f->c->ddp_find_unused, cause) != 0)
+		if (moe_starved(hf, fix, S, o->grad_accum, world, f->c->ddp_find_unused, f->c->wrapper == ZS_WRAPPER_FSDP,
+		                cause) != 0)
 			rc = -1;
 	}
 	/* every rank back to the step's start (under the lists it ran), then
@@ -3072,7 +3083,7 @@ static int moe_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 		rc = -1;
 	if (rc == 0) {
 		ag_exec_result_free(&r);
-		rc = moe_starved(hf, guess, S, K, world, c->ddp_find_unused, cause);
+		rc = moe_starved(hf, guess, S, K, world, c->ddp_find_unused, c->wrapper == ZS_WRAPPER_FSDP, cause);
 	}
 	if (rc == 0)
 		rc = tfm_run(c2, hf, seq, world, init, tokens, want_weights, trk, want_timeline, out, seen, NULL, cause);
@@ -3094,7 +3105,7 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
                     const float *init, const int *tokens, int want_weights, struct zs_tracker *trk,
                     int want_timeline, struct ag_exec_result *out, char **cause)
 {
-	if (hf->experts > 0 && (world == 1 || c->wrapper == ZS_WRAPPER_DDP))
+	if (hf->experts > 0 && (world == 1 || c->wrapper == ZS_WRAPPER_DDP || c->wrapper == ZS_WRAPPER_FSDP))
 		return moe_run(c, hf, seq, world, want_weights, trk, want_timeline, init, tokens, out, cause);
 	return tfm_run(c, hf, seq, world, init, tokens, want_weights, trk, want_timeline, out, NULL, NULL, cause);
 }

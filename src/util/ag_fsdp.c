@@ -57,6 +57,8 @@ struct unit {
 	uint32_t *held;          /* backward: each one's gradient, held by the split until the cat (NO: not in) */
 	unsigned char *pending;  /* backward: the plain loop freed that gradient already (it goes at the cat) */
 	size_t nparams, ngot;
+	size_t nwant;            /* the gradients this micro-step's backward brings (units_want): nparams
+	                          * but for a mixture's expert that got no token (its view unused) */
 	uint64_t numel, padded, shard;
 	uint32_t gathered;       /* _full_param_padded: the padded unsharded flat parameter */
 	uint32_t sh, grad, m, v, step; /* the sharded flat parameter, its .grad (NO while None), Adam's */
@@ -155,11 +157,34 @@ static void post_backward(struct ag_pass *p, const struct ag_options *o, struct 
                           double pre, int sync, int sgo)
 {
 	const enum zs_phase ph = ZS_PH_BACKWARD;
+	/* a view no gradient reached (a mixture's expert that got no token:
+	 * util/autograd.c's moe_fwd runs the hit experts alone) is undefined
+	 * in the split's backward, which makes it at::zeros of its split size
+	 * before the cat and lets it go when it returns (1.13's
+	 * split_with_sizes_backward, FunctionsManual.cpp: grads_all_defined) */
+	uint32_t *zeros = NULL;
+	for (size_t j = 0; j < u->nparams; j++)
+		if (u->held[j] == NO) {
+			if (zeros == NULL)
+				zeros = zs_malloc(u->nparams * sizeof *zeros);
+			/* its split size: its slot of the flat parameter */
+			uint64_t n = (j + 1 < u->nparams ? u->off[j + 1] : u->numel) - u->off[j];
+			zeros[j] = agp_storage(p, "zeros (SplitWithSizesBackward: an unused view's gradient)", AG_F32, n, 0,
+			                       ZS_CAT_FULL_GRADS);
+			agp_alloc(p, zeros[j], ph);
+			agp_op(p, ph, AG_OP_FILL, NO, zeros[j])->arg[0] = 0;
+		}
 	uint32_t cat = agp_storage(p, "cat (SplitWithSizesBackward: the unsharded flat gradient)", AG_F32, u->numel, 0,
 	                           ZS_CAT_FULL_GRADS);
 	agp_alloc(p, cat, ph);
-	for (size_t j = 0; j < u->nparams; j++)
-		agp_op(p, ph, AG_OP_COPY, u->held[j], agp_view_shaped(p, cat, u->held[j], u->off[j]));
+	for (size_t j = 0; j < u->nparams; j++) {
+		uint32_t g = u->held[j] != NO ? u->held[j] : zeros[j];
+		agp_op(p, ph, AG_OP_COPY, g, agp_view_shaped(p, cat, g, u->off[j]));
+	}
+	for (size_t j = 0; zeros != NULL && j < u->nparams; j++)
+		if (u->held[j] == NO)
+			agp_free(p, zeros[j], ph);
+	free(zeros);
 	for (size_t j = 0; j < u->nparams; j++)
 		if (u->pending[j])
 			agp_free(p, sto(p->s, u->held[j]), ph);
@@ -617,6 +642,26 @@ static void units_anew(struct unit *u, size_t nu)
 	}
 }
 
+/* Each unit's gradients the backward of the micro-step at src[i..nsrc)
+ * brings (up to the next micro-step's mark): the split's backward runs
+ * once those are in, a mixture's idle expert's view never reached (its
+ * zeros made there: post_backward). */
+static void units_want(struct unit *u, size_t nu, const struct ag_step *s, const struct ag_event *src, size_t i,
+                       size_t nsrc, const unsigned char *is_pg, const int32_t *unit_of)
+{
+	for (size_t k = 0; k < nu; k++)
+		u[k].nwant = 0;
+	for (size_t j = i; j < nsrc; j++) {
+		const struct ag_event *e = &src[j];
+		if (j > i && e->kind == AG_EV_MARK && e->label != NULL && strncmp(e->label, "micro:", 6) == 0 &&
+		    strtoul(e->label + 6, NULL, 10) > 0)
+			break;
+		uint32_t pg = e->kind == AG_EV_GRAD_READY ? sto(s, e->t) : NO;
+		if (pg != NO && is_pg[pg] && unit_of[pg] >= 0)
+			u[unit_of[pg]].nwant++;
+	}
+}
+
 /* What every list of the run shares (ag_fsdp_apply's). */
 struct fsdp_run {
 	struct ag_pass *p;
@@ -651,6 +696,7 @@ static int fsdp_list(const struct fsdp_run *r, const struct ag_event *src, size_
 	int lazy = first;
 	int32_t *pre_at = ckpt_hooks(src, nsrc, u, nu);
 	units_anew(u, nu);
+	units_want(u, nu, s, src, 0, nsrc, is_pg, unit_of);
 	struct unit *root = &u[iroot], *ready = NULL;
 	int root_prebwd = 0, skip_optimizer = 0, zeroed = 0, rc = 0;
 	size_t nmarks[2] = { 0, 0 };
@@ -719,6 +765,7 @@ static int fsdp_list(const struct fsdp_run *r, const struct ag_event *src, size_
 				micro++;
 				sync = !(o->ddp_no_sync && micro + 1 < K);
 				units_anew(u, nu);
+				units_want(u, nu, s, src, i, nsrc, is_pg, unit_of);
 				agp_copy(p_, e);
 			} else if (is_label_k(e, "phase:forward")) {
 				/* the root's forward: resharded in the last backward;
@@ -773,7 +820,7 @@ static int fsdp_list(const struct fsdp_run *r, const struct ag_event *src, size_
 				for (size_t k = 0; k < nu && rc == 0; k++)
 					if (!u[k].done && !u[k].frozen)
 						rc = zs_fail(cause, "--wrapper fsdp: internal error: unit %s got %zu of its %zu "
-						             "gradients in backward", u[k].name, u[k].ngot, u[k].nparams);
+						             "gradients in backward", u[k].name, u[k].ngot, u[k].nwant);
 				struct ag_param_state *ps = zs_malloc(nu * sizeof *ps);
 				size_t nps = 0;
 				for (size_t k = 0; k < nu; k++) {
@@ -833,12 +880,12 @@ static int fsdp_list(const struct fsdp_run *r, const struct ag_event *src, size_
 				s->tensor[pg].role = AG_ROLE_TEMP;
 			}
 			fed[pg] = 0;
-			if (v->done || ++v->ngot > v->nparams) {
+			if (v->done || ++v->ngot > v->nwant) {
 				rc = zs_fail(cause, "--wrapper fsdp: internal error: a gradient of unit %s arrives twice in "
 				             "backward", v->name);
 				break;
 			}
-			if (v->ngot == v->nparams)
+			if (v->ngot == v->nwant)
 				ready = v;
 			break;
 		}

@@ -98,11 +98,12 @@ int zs_recompute_parse(const char *s, enum zs_recompute *out);
 
 /* A mixture of experts (mixtral, qwen2_moe, qwen3_moe) runs in the
  * engine's step, and the theory follows that step, as ZS_MOE_SCOPE says
- * (any recompute), in one process; under --framework torch --wrapper none
- * or ddp measure runs and the theory describes PyTorch's own step instead
- * for the families ZS_MOE_TORCH_FAMILIES names (util/autograd.c's mixture
- * block, engine/ag_exec.c; under ddp util/ag_ddp.c's pass over each
- * rank's step, each rank its own routing): what of c, the model's model_type (NULL where
+ * (any recompute), in one process; under --framework torch --wrapper none,
+ * ddp or fsdp measure runs and the theory describes PyTorch's own step
+ * instead for the families ZS_MOE_TORCH_FAMILIES names (util/autograd.c's
+ * mixture block, engine/ag_exec.c; under ddp util/ag_ddp.c's pass, under
+ * fsdp util/ag_fsdp.c's, over each rank's step, each rank its own
+ * routing): what of c, the model's model_type (NULL where
  * none is known yet) and the caller's flags (below) is outside that,
  * named as an option ("--framework torch (give --framework paper or
  * deepspeed)"), into what (n bytes); "" when nothing is. measure and
@@ -110,8 +111,10 @@ int zs_recompute_parse(const char *s, enum zs_recompute *out);
 #define ZS_MOE_TORCH_FAMILIES "mixtral, qwen2_moe and qwen3_moe"
 #define ZS_MOE_SCOPE                                                                                          \
 	"fp32 or mixed under --framework paper or deepspeed (its zero3 with the sparse-MoE block a z3 leaf), "    \
-	"and fp32 under --framework torch --wrapper none or ddp for " ZS_MOE_TORCH_FAMILIES " (PyTorch 1.13's "    \
-	"or 2.6's step, under ddp each rank its own routing; the theory with --routing FILE; --grad-accum, " \
+	"and fp32 under --framework torch --wrapper none, ddp or fsdp for " ZS_MOE_TORCH_FAMILIES " (PyTorch "  \
+	"1.13's or 2.6's step, fsdp's FULL_SHARD under 1.13 with zero_grad zeros alone, under ddp and fsdp "        \
+	"each rank its own routing; the theory with --routing FILE; "                                            \
+	"--grad-accum, " \
 	"each micro-step its own routing; bf16 autocast on 1.13's plain loop; --freeze and --lora-r on the plain loop)"
 /* Whether the PyTorch step's theory takes a mixture of this model_type
  * (one of ZS_MOE_TORCH_FAMILIES's words). */
