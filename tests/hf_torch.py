@@ -1271,6 +1271,7 @@ FAMILY_ATTENTION = {"llama": LlamaAttention, "mistral": LlamaAttention, "qwen2":
 # step's end (moe_aux_outputs, below).
 ROUTING = []  # per forward, per layer: the tokens each expert got (the run's own routing)
 ROUTER_LOGITS = []  # output_router_logits true: this forward's every layer's router_logits, in order
+EXPERTS = ["modulelist"]  # --experts: 4.x's ModuleList, or 5.x's fused experts under eager (moe_torch.py)
 
 
 class MixtralDecoderLayer(LlamaDecoderLayer):
@@ -1279,10 +1280,10 @@ class MixtralDecoderLayer(LlamaDecoderLayer):
         # order): self_attn, block_sparse_moe, input_layernorm,
         # post_attention_layernorm
         nn.Module.__init__(self)
-        from moe_torch import SparseMoeBlock
+        from moe_torch import FusedSparseMoeBlock, SparseMoeBlock
         eps = cfg.get("rms_norm_eps", 1e-6)
         self.self_attn = (attn or LlamaAttention)(cfg, sdpa)
-        self.block_sparse_moe = SparseMoeBlock(cfg["hidden_size"], cfg["intermediate_size"],
+        self.block_sparse_moe = (FusedSparseMoeBlock if EXPERTS[0] == "eager" else SparseMoeBlock)(cfg["hidden_size"], cfg["intermediate_size"],
                                                cfg["num_local_experts"], cfg["num_experts_per_tok"])
         self.input_layernorm = LlamaRMSNorm(cfg["hidden_size"], eps)
         self.post_attention_layernorm = LlamaRMSNorm(cfg["hidden_size"], eps)
@@ -1548,6 +1549,7 @@ def build(a):
     # module afresh, so the flag is set here as well as in main()
     RECOMPUTE[0] = getattr(a, "recompute", "none") == "full"
     USE_REENTRANT[0] = getattr(a, "recompute_impl", "reentrant") == "reentrant"
+    EXPERTS[0] = getattr(a, "experts", "modulelist")
     raw = json.load(open(a.model))
     family = raw.get("model_type")
     dropout = a.dropout == "config"
@@ -2268,6 +2270,9 @@ def main():
     ap.add_argument("--onednn", type=int, choices=[0, 1], default=0,
                     help="under --amp: 1 leaves oneDNN's bf16 matmuls on (their scratchpad is the CPU's ISA's)")
     ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager")
+    ap.add_argument("--experts", choices=["modulelist", "eager"], default="modulelist",
+                    help="a mixtral's experts: 4.x's ModuleList, or 5.x's two fused 3-D parameters under the eager "
+                         "experts implementation (moe_torch.py's FusedSparseMoeBlock)")
     ap.add_argument("--recompute", choices=["none", "full"], default="none",
                     help="full: Hugging Face's gradient checkpointing, each decoder layer through "
                          "torch.utils.checkpoint")

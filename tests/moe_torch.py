@@ -91,6 +91,63 @@ class SparseMoeBlock(nn.Module):
         return final_hidden_states, router_logits, selected_experts
 
 
+class FusedSparseMoeBlock(nn.Module):
+    """transformers 5.x's mixtral block with its experts fused (issue #25):
+    a router `gate` (MixtralTopKRouter: one (E, d) weight; in fp32 its ops
+    are SparseMoeBlock's: F.linear, softmax in float32, topk, the weights
+    renormalised in place), then `experts`, two 3-D parameters,
+    gate_up_proj (E, 2F, d) and down_proj (E, d, F), registered in that
+    order, and the eager experts forward op for op as
+    src/transformers/integrations/moe.py at 8b584a67 of
+    huggingface/transformers writes it (its reference Experts class, lines
+    33-67: zeros_like, one_hot and expert_hit under no_grad, the loop
+    `for expert_idx in expert_hit`, `expert_idx = expert_idx[0]` (a 0-dim
+    index: `expert_mask[expert_idx]` and `self.gate_up_proj[expert_idx]`
+    are selects, views), torch.where, `hidden_states[token_idx]`,
+    F.linear(., gate_up_proj[e]).chunk(2), act(gate) * up, F.linear(.,
+    down_proj[e]), times top_k_weights[token_idx, top_k_pos, None],
+    index_add_). Each select's backward (SelectBackward0: select_backward,
+    zeros of the whole parameter and the slice copied in) makes a gradient
+    the size of the whole fused parameter, summed in the parameter's
+    input buffer before AccumulateGrad."""
+
+    def __init__(self, d, f, e, k):
+        super().__init__()
+        self.hidden_dim, self.num_experts, self.top_k = d, e, k
+        self.gate = nn.Linear(d, e, bias=False)
+        self.experts = nn.Module()
+        self.experts.gate_up_proj = nn.Parameter(torch.empty(e, 2 * f, d).normal_(std=0.02))
+        self.experts.down_proj = nn.Parameter(torch.empty(e, d, f).normal_(std=0.02))
+
+    def forward(self, hidden_states):
+        batch_size, sequence_length, hidden_dim = hidden_states.shape
+        hidden_states = hidden_states.view(-1, hidden_dim)
+        router_logits = self.gate(hidden_states)
+        top_k_weights = F.softmax(router_logits, dim=1, dtype=torch.float)
+        top_k_weights, top_k_index = torch.topk(top_k_weights, self.top_k, dim=-1)
+        top_k_weights /= top_k_weights.sum(dim=-1, keepdim=True)
+        top_k_weights = top_k_weights.to(hidden_states.dtype)
+        ex = self.experts
+        final_hidden_states = torch.zeros_like(hidden_states)
+        with torch.no_grad():
+            expert_mask = torch.nn.functional.one_hot(top_k_index, num_classes=self.num_experts)
+            expert_mask = expert_mask.permute(2, 1, 0)
+            expert_hit = torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()
+        for expert_idx in expert_hit:
+            expert_idx = expert_idx[0]
+            if expert_idx == self.num_experts:
+                continue
+            top_k_pos, token_idx = torch.where(expert_mask[expert_idx])
+            current_state = hidden_states[token_idx]
+            gate, up = F.linear(current_state, ex.gate_up_proj[expert_idx]).chunk(2, dim=-1)
+            current_hidden_states = F.silu(gate) * up
+            current_hidden_states = F.linear(current_hidden_states, ex.down_proj[expert_idx])
+            current_hidden_states = current_hidden_states * top_k_weights[token_idx, top_k_pos, None]
+            final_hidden_states.index_add_(0, token_idx, current_hidden_states.to(final_hidden_states.dtype))
+        final_hidden_states = final_hidden_states.reshape(batch_size, sequence_length, hidden_dim)
+        return final_hidden_states, router_logits, top_k_index
+
+
 def Qwen2MoeMLP(d, f):
     """Qwen2MoeMLP (modeling_qwen2_moe.py at 00a3f938, "Modified from
     MistralMLP"): gate_proj, up_proj, down_proj registered in that order,

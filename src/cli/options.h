@@ -63,6 +63,7 @@ struct zs_opt {
 	{"grad-accum", 0, 1, ZS_OPT_CONFIG, NULL}, {"ddp-no-sync", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"fsdp-no-sync", 0, 1, ZS_OPT_CONFIG, "ddp-no-sync"}, {"ddp-find-unused", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"recompute-impl", 0, 1, ZS_OPT_CONFIG, NULL}, {"logits", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"experts-impl", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"freeze", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"lora-r", 0, 1, ZS_OPT_CONFIG, NULL}, {"lora-alpha", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"lora-dropout", 0, 1, ZS_OPT_CONFIG, NULL}, {"lora-targets", 0, 1, ZS_OPT_CONFIG, NULL}, \
