@@ -1283,8 +1283,11 @@ class MixtralDecoderLayer(LlamaDecoderLayer):
         from moe_torch import FusedSparseMoeBlock, SparseMoeBlock
         eps = cfg.get("rms_norm_eps", 1e-6)
         self.self_attn = (attn or LlamaAttention)(cfg, sdpa)
-        self.block_sparse_moe = (FusedSparseMoeBlock if EXPERTS[0] == "eager" else SparseMoeBlock)(cfg["hidden_size"], cfg["intermediate_size"],
-                                               cfg["num_local_experts"], cfg["num_experts_per_tok"])
+        # transformers 5.x names the block the layer's `mlp` (its fused experts: --experts eager)
+        setattr(self, "mlp" if EXPERTS[0] == "eager" else "block_sparse_moe",
+                (FusedSparseMoeBlock if EXPERTS[0] == "eager" else SparseMoeBlock)(
+                    cfg["hidden_size"], cfg["intermediate_size"], cfg["num_local_experts"],
+                    cfg["num_experts_per_tok"]))
         self.input_layernorm = LlamaRMSNorm(cfg["hidden_size"], eps)
         self.post_attention_layernorm = LlamaRMSNorm(cfg["hidden_size"], eps)
         self.keep_router = bool(cfg.get("output_router_logits", False))
@@ -1296,8 +1299,9 @@ class MixtralDecoderLayer(LlamaDecoderLayer):
         hidden_states = residual + hidden_states
         residual = hidden_states
         hidden_states = self.post_attention_layernorm(hidden_states)
-        hidden_states, router_logits, selected = self.block_sparse_moe(hidden_states)
-        counts = [0] * self.block_sparse_moe.num_experts
+        blk = self.mlp if EXPERTS[0] == "eager" else self.block_sparse_moe
+        hidden_states, router_logits, selected = blk(hidden_states)
+        counts = [0] * blk.num_experts
         for e in selected.view(-1).tolist():  # Python's count: no tensor allocated
             counts[e] += 1
         ROUTING.append(counts)

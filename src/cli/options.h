@@ -139,6 +139,12 @@ struct zs_opt {
 	"                         dropped (Hugging Face Trainer: the loss alone,\n" \
 	"                         the logits freed before backward); --wrapper\n" \
 	"                         none, --grad-accum 1, no mixture of experts\n" \
+	"      --experts-impl S   a mixtral's experts: modulelist (default;\n" \
+	"                         transformers 4.x's ModuleList of linears) or\n" \
+	"                         eager (5.x's fused gate_up_proj and down_proj,\n" \
+	"                         each hit expert's whole-parameter gradient):\n" \
+	"                         theory, --framework torch --wrapper none, fp32;\n" \
+	"                         grouped_mm, batched_mm refused by name\n" \
 	"      --freeze PATTERN   --wrapper none, ddp or fsdp (1.13: whole FSDP units),\n" \
 	"                         --framework paper with --model, or deepspeed\n" \
 	"                         with --model (dp, zero1, zero2, zero3; --offload\n" \

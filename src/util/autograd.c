@@ -4538,6 +4538,18 @@ static void moe_shared_bwd(struct bld *b, struct model *M, T g2, int i, struct m
 	linear_bwd(b, dgp, 1, &s->sgp, PF(M, b, "model.layers.%d.mlp.shared_expert.gate_proj.weight", i), xb);
 }
 
+/* torch.where over expert e's mask [k, BT] (released): nonzero [n, 2]
+ * int64, its two columns (the slots, the tokens) kept in c as views. */
+static void moe_where(struct bld *b, T mask, uint64_t n, struct moe_expert_saved *c)
+{
+	T nz = TMP("nonzero (torch.where)", AG_I64, n, 2);
+	op(b, AG_OP_NONZERO, mask, NO, NO, nz, NO, NO);
+	unref(b, mask);
+	c->idx = vw(b, nz, 1, SH(n), (const int64_t[]){ 2 }, 0);
+	c->top_x = vw(b, nz, 1, SH(n), (const int64_t[]){ 2 }, 1);
+	unref(b, nz);
+}
+
 /* transformers 5.x's fused experts under the eager implementation
  * (--experts-impl eager, zs_model.fused_experts; tests/moe_torch.py's
  * FusedSparseMoeBlock, op for op from integrations/moe.py at 8b584a67 of
@@ -4573,13 +4585,7 @@ static void moe_fused_fwd(struct bld *b, struct model *M, int i, uint64_t e, T i
 	unref(b, w);
 	unref(b, eq);
 	/* torch.where(expert_mask[expert_idx]): a select of the permuted mask */
-	T sel = vw(b, em, 2, SH(K, BT), (const int64_t[]){ (int64_t)E, (int64_t)(K * E) }, e);
-	T nz = TMP("nonzero (torch.where)", AG_I64, n, 2);
-	op(b, AG_OP_NONZERO, sel, NO, NO, nz, NO, NO);
-	unref(b, sel);
-	c->idx = vw(b, nz, 1, SH(n), (const int64_t[]){ 2 }, 0);
-	c->top_x = vw(b, nz, 1, SH(n), (const int64_t[]){ 2 }, 1);
-	unref(b, nz);
+	moe_where(b, vw(b, em, 2, SH(K, BT), (const int64_t[]){ (int64_t)E, (int64_t)(K * E) }, e), n, c);
 	T cur = TMP("index (hidden_states[token_idx])", AG_F32, n, d);
 	op(b, AG_OP_INDEX, xv, c->top_x, NO, cur, NO, NO);
 	b->module = modname(b, "model.layers.%d.mlp.experts", i);
@@ -4803,12 +4809,7 @@ static T moe_fwd(struct bld *b, struct model *M, T x, int i, struct moe_saved *s
 		unref(b, eidx);
 		T sq = reshape(b, sel, 2, SH(K, BT));
 		unref(b, sel);
-		T nz = TMP("nonzero (torch.where)", AG_I64, n, 2);
-		op(b, AG_OP_NONZERO, sq, NO, NO, nz, NO, NO);
-		unref(b, sq);
-		c->idx = vw(b, nz, 1, SH(n), (const int64_t[]){ 2 }, 0);
-		c->top_x = vw(b, nz, 1, SH(n), (const int64_t[]){ 2 }, 1);
-		unref(b, nz);
+		moe_where(b, sq, n, c);
 		T cur = TMP("index (hidden_states[None, top_x])", AG_F32, 1, n, d);
 		op(b, AG_OP_INDEX, xv, c->top_x, NO, cur, NO, NO);
 		T cur2 = reshape(b, cur, 2, SH(n, d));
@@ -4844,10 +4845,15 @@ static T moe_fwd(struct bld *b, struct model *M, T x, int i, struct moe_saved *s
 	}
 	if (m->shared_ffn > 0)
 		fin = moe_shared_fwd(b, M, xv, fin, i, s);
-	/* the block returns: routing_weights, the one-hot mask and expert_hit go */
-	unref(b, rw);
+	/* the block returns: routing_weights, the one-hot mask and expert_hit
+	 * go (5.x's fused experts: the experts module returns first, its mask
+	 * and expert_hit, then the block, its top_k_weights) */
+	if (!m->fused_experts)
+		unref(b, rw);
 	unref(b, em);
 	unref(b, hitn);
+	if (m->fused_experts)
+		unref(b, rw);
 	if (cur_name != NO)
 		unref(b, cur_name);
 	unref(b, xv);
