@@ -4576,6 +4576,11 @@ static void moe_fused_fwd(struct bld *b, struct model *M, int i, uint64_t e, T i
 	uint64_t F = m->intermediate;
 	const uint64_t *cnt = moe_counts(b, i);
 	uint64_t n = cnt[e];
+	/* what the command refuses before (zs_config_check_torch), refused
+	 * here too for any other caller */
+	if (b->o->amp != AG_F32 || b->o->grad_accum > 1 || b->o->lora_r || !RG(b, xv))
+		unsupported(b, "--experts-impl eager with autocast, --grad-accum, LoRA or a frozen input (the fused "
+		               "experts are described in the plain loop's fp32 step only)");
 	/* `if expert_idx == self.num_experts: continue`: eq.Scalar's wrapped
 	 * number, then its 0-dim bool (AG_OP_GT stands for eq: the same sizes) */
 	T w = host_scalar(b, tmp(b, "scalar (wrapped number)", AG_I64, 0, NULL));
@@ -4591,6 +4596,8 @@ static void moe_fused_fwd(struct bld *b, struct model *M, int i, uint64_t e, T i
 	b->module = modname(b, "model.layers.%d.mlp.experts", i);
 	struct pt *gu = PF(M, b, "model.layers.%d.mlp.experts.gate_up_proj", i);
 	struct pt *dp = PF(M, b, "model.layers.%d.mlp.experts.down_proj", i);
+	if (gu->frozen || dp->frozen)
+		unsupported(b, "--experts-impl eager with frozen experts");
 	T wv = vw(b, gu->w, 2, SH(2 * F, d), NULL, e * 2 * F * d); /* gate_up_proj[expert_idx] */
 	T wt = transpose_last2(b, wv);
 	unref(b, wv);
