@@ -1268,7 +1268,9 @@ FAMILY_ATTENTION = {"llama": LlamaAttention, "mistral": LlamaAttention, "qwen2":
 # block_sparse_moe (MixtralSparseMoeBlock, lines 78-142: tests/moe_torch.py's
 # SparseMoeBlock, op for op) in place of the MLP; its router_logits live
 # until the layer returns, or with output_router_logits true until the
-# step's end (moe_aux_outputs, below).
+# step's end (moe_aux_outputs, below). --experts eager: transformers 5.x's
+# layout instead, the block the layer's `mlp` (moe_torch.py's
+# FusedSparseMoeBlock over FusedExperts, two fused 3-D parameters).
 ROUTING = []  # per forward, per layer: the tokens each expert got (the run's own routing)
 ROUTER_LOGITS = []  # output_router_logits true: this forward's every layer's router_logits, in order
 EXPERTS = ["modulelist"]  # --experts: 4.x's ModuleList, or 5.x's fused experts under eager (moe_torch.py)

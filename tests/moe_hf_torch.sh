@@ -83,6 +83,13 @@
 #    loop through hf_torch.py --ft) the mixtral's bytes, peak and marks;
 #    an adapter inside the block (w1, all-linear, shared_expert_gate)
 #    refused by name;
+#  - transformers 5.x's fused experts (--experts-impl eager; hf_torch.py
+#    --experts eager: moe_torch.py's FusedExperts, the eager forward of
+#    integrations/moe.py at 8b584a67) on the tiny mixtral at B 2 T 16,
+#    zeros and set_to_none (in 2.6 too): bytes, peak, marks and every
+#    event, each hit expert's select making zeros of the whole gate_up_proj
+#    and down_proj; the 4.x ModuleList theory under the same routing
+#    departs (main refused --experts-impl as an unknown option);
 #  - refused by name: a routing whose first step leaves an expert without a
 #    token (at B 1 T 2: its .grad stays None), under --wrapper ddp a step
 #    leaving an expert idle on any rank (1.13's reducer raises "Expected to
@@ -99,8 +106,8 @@
 # the dense qwen2 layer's step frees one tensor in another order than
 # 2.6's under zeros, bytes and marks equal), the mixtral at B 1 T 8 (an
 # expert idle) and under foreach Adam (set_to_none), and the 512-wide
-# mixtral's ranks under DDP N = 2 (zeros): bytes, peak, marks, every event;
-# and under --grad-accum the mixtral (K = 2) and qwen3_moe (K = 3),
+# mixtral's ranks under DDP N = 2 (zeros) and the fused experts (both
+# zero_grads): bytes, peak, marks, every event; and under --grad-accum the mixtral (K = 2) and qwen3_moe (K = 3),
 # set_to_none: bytes, peak, marks.
 #
 # About 120 s (the find_unused rows about 25 of them). Exit 0 pass, 1 fail, 77 skip (no PyTorch; ZS_REQUIRE_TORCH=1

@@ -19,6 +19,11 @@ experts), norm_topk_prob NORM. Qwen3-MoE's (S 0): Qwen3MoeSparseMoeBlock
 below, op for op from modeling_qwen3_moe.py at commit 00d4b3d2 (the
 same routed experts, no shared expert).
 
+transformers 5.x's fused experts (FusedExperts, FusedSparseMoeBlock
+below: two 3-D parameters, the eager experts forward of
+integrations/moe.py at 8b584a67) are tests/hf_torch.py --experts eager's
+block (tests/moe_hf_torch.sh); this file's kernel comparison takes 4.x's.
+
 Usage: moe_torch.py BT D E K F SEED WORK [S NORM]. Draws the inputs from
 SEED (redrawing until every token's k-th probability clears its
 (k+1)-th by 1e-3, so that fp32 rounding cannot change a choice), writes
