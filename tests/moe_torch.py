@@ -106,7 +106,7 @@ class FusedExperts(nn.Module):
     """transformers 5.x's MixtralExperts under the eager experts
     implementation (issue #25), op for op from
     src/transformers/integrations/moe.py at 8b584a67 of
-    huggingface/transformers, its reference Experts class (lines 33-67):
+    huggingface/transformers, its reference Experts class (lines 29-65, a comment):
     two 3-D parameters registered in that order, gate_up_proj (E, 2F, d)
     and down_proj (E, d, F); forward(hidden_states, top_k_index,
     top_k_weights): zeros_like, one_hot, permute and expert_hit under

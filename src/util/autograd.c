@@ -4552,9 +4552,9 @@ static void moe_where(struct bld *b, T mask, uint64_t n, struct moe_expert_saved
 
 /* transformers 5.x's fused experts under the eager implementation
  * (--experts-impl eager, zs_model.fused_experts; tests/moe_torch.py's
- * FusedSparseMoeBlock, op for op from integrations/moe.py at 8b584a67 of
- * huggingface/transformers, its reference Experts class, lines 33-67):
- * expert e's body in the loop over expert_hit. `expert_idx =
+ * FusedExperts, op for op from integrations/moe.py at 8b584a67 of
+ * huggingface/transformers, its reference Experts class, a comment at
+ * lines 29-65, the parameters at 37-38): expert e's body in the loop over expert_hit. `expert_idx =
  * expert_idx[0]` is a 0-dim view (ix), so `expert_idx ==
  * self.num_experts` wraps the Python int (8 bytes) for eq's 0-dim bool,
  * and `expert_mask[expert_idx]` and `self.gate_up_proj[expert_idx]` are

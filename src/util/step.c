@@ -131,7 +131,7 @@ static void moe_block(struct builder *b, size_t layer, const char *blocks, long 
 		 * the layer's `mlp`, its router mlp.gate (MixtralTopKRouter, one
 		 * (E, d) weight), then mlp.experts (MixtralExperts) with two fused
 		 * parameters, gate_up_proj [E, 2F, d] and down_proj [E, d, F]
-		 * (integrations/moe.py at 8b584a67, lines 33-41: the class its
+		 * (integrations/moe.py at 8b584a67, lines 29-39: the class its
 		 * experts implementations read), held here as their 2-D views
 		 * (E·2F, d) and (E·d, F): expert e's slices are rows e·2F.. and
 		 * e·d.., gate's F rows before up's */
