@@ -75,6 +75,8 @@ int main(int argc, char **argv)
 	if (zs_config_set(&c, "framework", "torch", &cause) < 0 ||
 	    (!(c.given & ZS_KEY_BIT(ZS_KEY_WRAPPER)) && zs_config_set(&c, "wrapper", "none", &cause) < 0))
 		return usage(cause);
+	if (zs_model_fused_experts(&m, c.experts_impl == ZS_EXPERTS_EAGER, &cause) < 0)
+		return usage(cause);
 	size_t n = i < argc ? (size_t)(argc - i - 1) : 0;
 	uint64_t *counts = n ? calloc(n, sizeof *counts) : NULL;
 	for (size_t k = 0; k < n; k++)

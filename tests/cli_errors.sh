@@ -604,6 +604,22 @@ bad_measure "moe-aux: \"output_router_logits\" is true: the router's auxiliary l
 	--model "$tmp/moe-aux.json"
 bad_theory "moe-aux: \"output_router_logits\" is true: the router's auxiliary load-balancing loss is run and predicted in the PyTorch step only (--framework torch; else give false)" \
 	--model "$tmp/moe-aux.json" --framework deepspeed
+# --experts-impl (transformers 5.x's fused experts): eager is the PyTorch
+# step's theory of a mixtral in fp32; the rest refused by name
+pt="--framework torch --wrapper none --torch-device cpu --attn eager --precision fp32"
+bad_theory "--experts-impl: 'fused' is not one of modulelist, eager, grouped_mm, batched_mm" \
+	--model "$tmp/moe-one.json" --experts-impl fused
+# shellcheck disable=SC2086
+bad_theory "--experts-impl grouped_mm: transformers 5.x's grouped_mm experts forward (integrations/moe.py) is not described yet" \
+	--model "$tmp/moe-one.json" $pt --experts-impl grouped_mm
+bad_theory "--experts-impl: only under --framework torch or deepspeed" --model "$tmp/moe-one.json" --experts-impl eager
+bad_theory "--experts-impl eager with a --wrapper other than none: not described yet" \
+	--model "$tmp/moe-one.json" --framework torch --wrapper ddp --experts-impl eager
+# shellcheck disable=SC2086
+bad_theory "--experts-impl eager: gpt2 (gpt2) is no mixture of experts" --model gpt2 $pt --experts-impl eager
+# shellcheck disable=SC2086
+bad_measure "--experts-impl eager: measure of transformers 5.x's fused experts is not built yet" \
+	--model "$tmp/moe-one.json" $pt --experts-impl eager
 sed 's/"num_experts_per_tok": 1/"num_experts_per_tok": 1, "router_jitter_noise": 0.01/' "$tmp/moe-one.json" >"$tmp/moe-jit.json"
 # one check in both commands (util/model.h's zs_model_router_check)
 bad_measure "moe-jit: \"router_jitter_noise\" is 0.01: the router's noise is neither run nor predicted yet (give 0)" --model "$tmp/moe-jit.json"

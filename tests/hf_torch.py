@@ -1268,9 +1268,12 @@ FAMILY_ATTENTION = {"llama": LlamaAttention, "mistral": LlamaAttention, "qwen2":
 # block_sparse_moe (MixtralSparseMoeBlock, lines 78-142: tests/moe_torch.py's
 # SparseMoeBlock, op for op) in place of the MLP; its router_logits live
 # until the layer returns, or with output_router_logits true until the
-# step's end (moe_aux_outputs, below).
+# step's end (moe_aux_outputs, below). --experts eager: transformers 5.x's
+# layout instead, the block the layer's `mlp` (moe_torch.py's
+# FusedSparseMoeBlock over FusedExperts, two fused 3-D parameters).
 ROUTING = []  # per forward, per layer: the tokens each expert got (the run's own routing)
 ROUTER_LOGITS = []  # output_router_logits true: this forward's every layer's router_logits, in order
+EXPERTS = ["modulelist"]  # --experts: 4.x's ModuleList, or 5.x's fused experts under eager (moe_torch.py)
 
 
 class MixtralDecoderLayer(LlamaDecoderLayer):
@@ -1279,11 +1282,14 @@ class MixtralDecoderLayer(LlamaDecoderLayer):
         # order): self_attn, block_sparse_moe, input_layernorm,
         # post_attention_layernorm
         nn.Module.__init__(self)
-        from moe_torch import SparseMoeBlock
+        from moe_torch import FusedSparseMoeBlock, SparseMoeBlock
         eps = cfg.get("rms_norm_eps", 1e-6)
         self.self_attn = (attn or LlamaAttention)(cfg, sdpa)
-        self.block_sparse_moe = SparseMoeBlock(cfg["hidden_size"], cfg["intermediate_size"],
-                                               cfg["num_local_experts"], cfg["num_experts_per_tok"])
+        # transformers 5.x names the block the layer's `mlp` (its fused experts: --experts eager)
+        setattr(self, "mlp" if EXPERTS[0] == "eager" else "block_sparse_moe",
+                (FusedSparseMoeBlock if EXPERTS[0] == "eager" else SparseMoeBlock)(
+                    cfg["hidden_size"], cfg["intermediate_size"], cfg["num_local_experts"],
+                    cfg["num_experts_per_tok"]))
         self.input_layernorm = LlamaRMSNorm(cfg["hidden_size"], eps)
         self.post_attention_layernorm = LlamaRMSNorm(cfg["hidden_size"], eps)
         self.keep_router = bool(cfg.get("output_router_logits", False))
@@ -1295,8 +1301,9 @@ class MixtralDecoderLayer(LlamaDecoderLayer):
         hidden_states = residual + hidden_states
         residual = hidden_states
         hidden_states = self.post_attention_layernorm(hidden_states)
-        hidden_states, router_logits, selected = self.block_sparse_moe(hidden_states)
-        counts = [0] * self.block_sparse_moe.num_experts
+        blk = self.mlp if EXPERTS[0] == "eager" else self.block_sparse_moe
+        hidden_states, router_logits, selected = blk(hidden_states)
+        counts = [0] * blk.num_experts
         for e in selected.view(-1).tolist():  # Python's count: no tensor allocated
             counts[e] += 1
         ROUTING.append(counts)
@@ -1548,6 +1555,7 @@ def build(a):
     # module afresh, so the flag is set here as well as in main()
     RECOMPUTE[0] = getattr(a, "recompute", "none") == "full"
     USE_REENTRANT[0] = getattr(a, "recompute_impl", "reentrant") == "reentrant"
+    EXPERTS[0] = getattr(a, "experts", "modulelist")
     raw = json.load(open(a.model))
     family = raw.get("model_type")
     dropout = a.dropout == "config"
@@ -2275,6 +2283,9 @@ def main():
     ap.add_argument("--onednn", type=int, choices=[0, 1], default=0,
                     help="under --amp: 1 leaves oneDNN's bf16 matmuls on (their scratchpad is the CPU's ISA's)")
     ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager")
+    ap.add_argument("--experts", choices=["modulelist", "eager"], default="modulelist",
+                    help="a mixtral's experts: 4.x's ModuleList, or 5.x's two fused 3-D parameters under the eager "
+                         "experts implementation (moe_torch.py's FusedSparseMoeBlock)")
     ap.add_argument("--recompute", choices=["none", "full"], default="none",
                     help="full: Hugging Face's gradient checkpointing, each decoder layer through "
                          "torch.utils.checkpoint")

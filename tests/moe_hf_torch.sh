@@ -93,6 +93,13 @@
 #    loop through hf_torch.py --ft) the mixtral's bytes, peak and marks;
 #    an adapter inside the block (w1, all-linear, shared_expert_gate)
 #    refused by name;
+#  - transformers 5.x's fused experts (--experts-impl eager; hf_torch.py
+#    --experts eager: moe_torch.py's FusedExperts, the eager forward of
+#    integrations/moe.py at 8b584a67) on the tiny mixtral at B 2 T 16,
+#    zeros and set_to_none (in 2.6 too): bytes, peak, marks and every
+#    event, each hit expert's select making zeros of the whole gate_up_proj
+#    and down_proj; the 4.x ModuleList theory under the same routing
+#    departs (main refused --experts-impl as an unknown option);
 #  - refused by name: a routing whose first step leaves an expert without a
 #    token (at B 1 T 2: its .grad stays None), under --wrapper ddp a step
 #    leaving an expert idle on any rank (1.13's reducer raises "Expected to
@@ -109,8 +116,8 @@
 # the dense qwen2 layer's step frees one tensor in another order than
 # 2.6's under zeros, bytes and marks equal), the mixtral at B 1 T 8 (an
 # expert idle) and under foreach Adam (set_to_none), and the 512-wide
-# mixtral's ranks under DDP N = 2 (zeros): bytes, peak, marks, every event;
-# and under --grad-accum the mixtral (K = 2) and qwen3_moe (K = 3),
+# mixtral's ranks under DDP N = 2 (zeros) and the fused experts (both
+# zero_grads): bytes, peak, marks, every event; and under --grad-accum the mixtral (K = 2) and qwen3_moe (K = 3),
 # set_to_none: bytes, peak, marks.
 #
 # About 120 s (the find_unused rows about 25 of them, the FSDP rows about 8). Exit 0 pass, 1 fail, 77 skip (no PyTorch; ZS_REQUIRE_TORCH=1
@@ -186,16 +193,20 @@ hf_get() {
 # the tag of a plain-loop reference at B $1 T $2 (Adam $impl, zero_grad $zg)
 # (and --freeze $FZ where FZ is set, $FZT naming it in the tag)
 FZ= FZT=
-rtag() { echo "$1-$2${impl#single}${zg#zeros}${prec#fp32}${3:+-$(basename "$3" .json)}${FZT:+-fz$FZT}"; }
+# EX: the experts implementation (eager: transformers 5.x's fused experts,
+# hf_torch.py --experts eager, zerosim --experts-impl eager; empty: 4.x's
+# ModuleList)
+EX=
+rtag() { echo "$1-$2${impl#single}${zg#zeros}${prec#fp32}${3:+-$(basename "$3" .json)}${FZT:+-fz$FZT}${EX:+-$EX}"; }
 ref_add() {
 	# shellcheck disable=SC2046
 	hf_add "$(rtag "$@")" --model "${3:-$tmp/config.json}" --seq "$2" --batch "$1" --steps $S --zero-grad "$zg" \
-		--optimizer-impl "$impl" $([ "$prec" = fp32 ] || echo --amp bf16) ${FZ:+--freeze "$FZ"}
+		--optimizer-impl "$impl" $([ "$prec" = fp32 ] || echo --amp bf16) ${FZ:+--freeze "$FZ"} ${EX:+--experts "$EX"}
 }
 ref() {
 	tag=$(rtag "$@") cfg=${3:-$tmp/config.json}
 	hf_get "$tag"
-	python3 - "$tmp/ref-$tag.json" "$cfg" "$tmp/trace-$tag" "$tmp/routing-$tag.json" "$1" "$2" $S $prec <<'PY' ||
+	python3 - "$tmp/ref-$tag.json" "$cfg" "$tmp/trace-$tag" "$tmp/routing-$tag.json" "$1" "$2" $S $prec "${EX:-}" <<'PY' ||
 import json, sys
 ref, cfg = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 trace, out = sys.argv[3], sys.argv[4]
@@ -205,7 +216,8 @@ qwen = cfg["model_type"] != "mixtral"
 E, K, L = cfg["num_experts" if qwen else "num_local_experts"], cfg["num_experts_per_tok"], cfg["num_hidden_layers"]
 d, F = cfg["hidden_size"], cfg["moe_intermediate_size" if qwen else "intermediate_size"]
 Sh = cfg.get("shared_expert_intermediate_size", 0)
-blkname = "mlp" if qwen else "block_sparse_moe"
+fused = sys.argv[9] == "eager"  # 5.x's fused experts: the block is `mlp`, its experts one module
+blkname = "mlp" if qwen or fused else "block_sparse_moe"
 w1, w3, w2 = ("gate_proj", "up_proj", "down_proj") if qwen else ("w1", "w3", "w2")
 rt, bad = ref.get("routing"), []
 if not rt or rt["blocks"] != L or rt["experts"] != E or len(rt["steps"]) != S or rt["traced"] is None:
@@ -228,9 +240,16 @@ for l in range(L):
     mod = "layers.%d.%s" % (l, blkname)
     hit = sum(1 for n in rt["traced"][l] if n)
     want = [("mm.default", mod + ".gate", B * T * E * mm),
-            ("nonzero.default", mod, hit * 8)]  # expert_hit: [hit, 1] int64
+            ("nonzero.default", mod + (".experts" if fused else ""), hit * 8)]  # expert_hit: [hit, 1] int64
     for e, n in enumerate(rt["traced"][l]):
         if n == 0:
+            continue
+        if fused:  # expert_mask[expert_idx] a select (no copy); gate_up [n, 2F] and down in `experts`
+            want += [("nonzero.default", mod + ".experts", n * 2 * 8),
+                     ("index.Tensor", mod + ".experts", n * d * 4),
+                     ("mm.default", mod + ".experts", n * 2 * F * mm),
+                     ("mm.default", mod + ".experts", n * d * mm),
+                     ("index.Tensor", mod + ".experts", n * 4)]
             continue
         want += [("index.Tensor", mod, K * B * T * 8),  # expert_mask[expert_idx]: [1, k, BT] int64
                  ("nonzero.default", mod, n * 2 * 8),
@@ -262,11 +281,11 @@ agree() {
 	tag=$(rtag "$@") cfg=${3:-$tmp/config.json}
 	# shellcheck disable=SC2046
 	if ! "$zerosim" theory --model "$cfg" --seq "$2" --batch "$1" $(opts) ${FZ:+--freeze "$FZ"} \
-		--routing "$tmp/routing-$tag.json" --out "$tmp/t-$tag.json" 2>"$tmp/err"; then
+		${EX:+--experts-impl "$EX"} --routing "$tmp/routing-$tag.json" --out "$tmp/t-$tag.json" 2>"$tmp/err"; then
 		fail "B $1 T $2: theory: $(cat "$tmp/err")"
 		return
 	fi
-	label="$(sed -n 's/.*"model_type": "\([a-z0-9_]*\)".*/\1/p' "$cfg") B $1 T $2 (${FZ:+--freeze $FZ, }$impl Adam$(grep -q '"output_router_logits": true' "$cfg" && echo ', aux loss')$([ $zg = none ] && echo ', set_to_none')$([ $prec = fp32 ] || echo ', bf16 autocast'), PyTorch $TV)"
+	label="$(sed -n 's/.*"model_type": "\([a-z0-9_]*\)".*/\1/p' "$cfg") B $1 T $2 (${EX:+5.x's fused experts ($EX), }${FZ:+--freeze $FZ, }$impl Adam$(grep -q '"output_router_logits": true' "$cfg" && echo ', aux loss')$([ $zg = none ] && echo ', set_to_none')$([ $prec = fp32 ] || echo ', bf16 autocast'), PyTorch $TV)"
 	"$py" "$src/tests/ft_cmp.py" "$tmp/ref-$tag.json" "$tmp/t-$tag.json" - "$label" || status=1
 	[ -z "${NOEV:-}" ] || return 0
 	# and event for event: the steady step's allocations and frees
@@ -275,7 +294,8 @@ agree() {
 print(" ".join(str(n) for b in json.load(open(sys.argv[1]))["routing"]["steps"][-1] for n in b))' "$tmp/ref-$tag.json")
 	# shellcheck disable=SC2086
 	"${ZS_BUILDDIR:-.}/tests/ag_events" "$cfg" "$1" "$2" torch-version=$TV torch-device=cpu zero-grad=$zg \
-		optimizer-impl="$impl" precision=$prec attn=eager ${FZ:+"freeze=$FZ"} -- $counts >"$tmp/ev-$tag" ||
+		optimizer-impl="$impl" precision=$prec attn=eager ${FZ:+"freeze=$FZ"} ${EX:+"experts-impl=$EX"} -- $counts \
+		>"$tmp/ev-$tag" ||
 		{ fail "B $1 T $2: tests/ag_events"; return; }
 	python3 - "$tmp/ev-$tag" "$tmp/trace-$tag.clean" "$label" "${EVPERM:-0}" <<'PY' || status=1
 import sys
@@ -364,6 +384,10 @@ if [ "$mode" = torch26 ]; then
 	ref_add 2 16
 	impl=single
 	zg=zeros
+	EX=eager
+	for zg in none zeros; do ref_add 2 16; done
+	EX=
+	zg=zeros
 	ddp_add 2 "$tmp/wide.json"
 	acc_add 2 16 2 none
 	acc_add 2 16 3 none "$tmp/qwen3_moe.json"
@@ -377,6 +401,10 @@ else
 	impl=foreach
 	ref_add 2 16
 	impl=single
+	EX=eager
+	for zg in zeros none; do ref_add 2 16; done
+	EX=
+	zg=zeros
 	prec=amp-bf16
 	ref_add 2 16
 	ref_add 2 16 "$tmp/qwen3_moe.json"
@@ -442,6 +470,33 @@ idle() {
 		"$tmp/ref-$(rtag "$1" "$2").json" || fail "B $1 T $2: no expert is left without a token in the steady step any more"
 	agree "$1" "$2"
 }
+# fused_rows ZG...: transformers 5.x's fused experts under eager
+# (hf_torch.py --experts eager: moe_torch.py's FusedExperts, the eager
+# forward of integrations/moe.py at 8b584a67; zerosim --experts-impl
+# eager), the tiny mixtral at B 2 T 16 under each zero_grad: the theory
+# given the reference's routing equals bytes, peak, marks and every event
+# (each hit expert's SelectBackward makes zeros of the whole gate_up_proj
+# and down_proj, summed in their input buffers: out of place in 1.13, in
+# place in 2.6); and, so that the row can fail, the theory of 4.x's
+# ModuleList under the same routing departs from it (peak)
+fused_rows() {
+	for zg in "$@"; do
+		EX=eager
+		ref 2 16
+		agree 2 16
+		tag=$(rtag 2 16)
+		EX=
+		# shellcheck disable=SC2046
+		"$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $(opts) --routing "$tmp/routing-$tag.json" \
+			--out "$tmp/t4-$tag.json" 2>"$tmp/err" || { fail "fused $zg: theory: $(cat "$tmp/err")"; continue; }
+		if "$py" "$src/tests/ft_cmp.py" "$tmp/ref-$tag.json" "$tmp/t4-$tag.json" - "4.x" >"$tmp/out4" 2>&1; then
+			fail "fused $zg: 4.x's ModuleList theory equals the fused experts' allocator (the row cannot fail)"
+		else
+			echo "ok: fused $zg: 4.x's ModuleList theory under the same routing departs: $(grep 'theory peak' "$tmp/out4")"
+		fi
+	done
+	zg=zeros
+}
 if [ "$mode" = torch26 ]; then
 	for zg in none zeros; do
 		ref 2 16
@@ -459,6 +514,7 @@ if [ "$mode" = torch26 ]; then
 	agree 2 16
 	impl=single
 	zg=zeros
+	fused_rows none zeros
 else
 	for q in qwen_moe qwen3_moe; do
 		ref 2 16 "$tmp/$q.json"
@@ -472,6 +528,7 @@ else
 	ref 2 16
 	agree 2 16
 	impl=single
+	fused_rows zeros none
 	# bf16 autocast (hf_torch.py --amp bf16: torch.autocast("cpu",
 	# dtype=torch.bfloat16) around the forward, 1.13's CPU policy): the
 	# gate's and the experts' mm's bf16 (W cached, x copied at each use),

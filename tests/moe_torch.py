@@ -19,6 +19,11 @@ experts), norm_topk_prob NORM. Qwen3-MoE's (S 0): Qwen3MoeSparseMoeBlock
 below, op for op from modeling_qwen3_moe.py at commit 00d4b3d2 (the
 same routed experts, no shared expert).
 
+transformers 5.x's fused experts (FusedExperts, FusedSparseMoeBlock
+below: two 3-D parameters, the eager experts forward of
+integrations/moe.py at 8b584a67) are tests/hf_torch.py --experts eager's
+block (tests/moe_hf_torch.sh); this file's kernel comparison takes 4.x's.
+
 Usage: moe_torch.py BT D E K F SEED WORK [S NORM]. Draws the inputs from
 SEED (redrawing until every token's k-th probability clears its
 (k+1)-th by 1e-3, so that fp32 rounding cannot change a choice), writes
@@ -70,14 +75,20 @@ class SparseMoeBlock(nn.Module):
         self.gate = nn.Linear(d, e, bias=False)
         self.experts = nn.ModuleList([Top2MLP(d, f) for _ in range(e)])
 
-    def forward(self, hidden_states):
-        batch_size, sequence_length, hidden_dim = hidden_states.shape
-        hidden_states = hidden_states.view(-1, hidden_dim)
+    def route(self, hidden_states):
+        """The router on the flattened states: its logits, the renormalised
+        top-k weights (cast back) and the experts chosen."""
         router_logits = self.gate(hidden_states)
         routing_weights = F.softmax(router_logits, dim=1, dtype=torch.float)
         routing_weights, selected_experts = torch.topk(routing_weights, self.top_k, dim=-1)
         routing_weights /= routing_weights.sum(dim=-1, keepdim=True)
         routing_weights = routing_weights.to(hidden_states.dtype)
+        return router_logits, routing_weights, selected_experts
+
+    def forward(self, hidden_states):
+        batch_size, sequence_length, hidden_dim = hidden_states.shape
+        hidden_states = hidden_states.view(-1, hidden_dim)
+        router_logits, routing_weights, selected_experts = self.route(hidden_states)
         final_hidden_states = torch.zeros((batch_size * sequence_length, hidden_dim), dtype=hidden_states.dtype)
         expert_mask = torch.nn.functional.one_hot(selected_experts, num_classes=self.num_experts).permute(2, 1, 0)
         expert_hit = torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()
@@ -89,6 +100,74 @@ class SparseMoeBlock(nn.Module):
             final_hidden_states.index_add_(0, top_x, current_hidden_states.to(hidden_states.dtype))
         final_hidden_states = final_hidden_states.reshape(batch_size, sequence_length, hidden_dim)
         return final_hidden_states, router_logits, selected_experts
+
+
+class FusedExperts(nn.Module):
+    """transformers 5.x's MixtralExperts under the eager experts
+    implementation (issue #25), op for op from
+    src/transformers/integrations/moe.py at 8b584a67 of
+    huggingface/transformers, its reference Experts class (lines 29-65, a comment):
+    two 3-D parameters registered in that order, gate_up_proj (E, 2F, d)
+    and down_proj (E, d, F); forward(hidden_states, top_k_index,
+    top_k_weights): zeros_like, one_hot, permute and expert_hit under
+    no_grad, the loop `for expert_idx in expert_hit`, `expert_idx =
+    expert_idx[0]` (a 0-dim index: `expert_mask[expert_idx]` and
+    `self.gate_up_proj[expert_idx]` are selects, views), the
+    `== self.num_experts` check, torch.where, `hidden_states[token_idx]`,
+    F.linear(., gate_up_proj[e]).chunk(2), act(gate) * up, F.linear(.,
+    down_proj[e]), times top_k_weights[token_idx, top_k_pos, None],
+    index_add_. Each select's backward (SelectBackward0: zeros of the
+    whole parameter, the slice copied in) is a gradient the size of the
+    whole fused parameter, summed in its input buffer before
+    AccumulateGrad."""
+
+    def __init__(self, d, f, e):
+        super().__init__()
+        self.num_experts = e
+        self.gate_up_proj = nn.Parameter(torch.empty(e, 2 * f, d).normal_(std=0.02))
+        self.down_proj = nn.Parameter(torch.empty(e, d, f).normal_(std=0.02))
+        self.act_fn = nn.SiLU()
+
+    def forward(self, hidden_states, top_k_index, top_k_weights):
+        final_hidden_states = torch.zeros_like(hidden_states)
+        with torch.no_grad():
+            expert_mask = torch.nn.functional.one_hot(top_k_index, num_classes=self.num_experts)
+            expert_mask = expert_mask.permute(2, 1, 0)
+            expert_hit = torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()
+        for expert_idx in expert_hit:
+            expert_idx = expert_idx[0]
+            if expert_idx == self.num_experts:
+                continue
+            top_k_pos, token_idx = torch.where(expert_mask[expert_idx])
+            current_state = hidden_states[token_idx]
+            gate, up = F.linear(current_state, self.gate_up_proj[expert_idx]).chunk(2, dim=-1)
+            current_hidden_states = self.act_fn(gate) * up
+            current_hidden_states = F.linear(current_hidden_states, self.down_proj[expert_idx])
+            current_hidden_states = current_hidden_states * top_k_weights[token_idx, top_k_pos, None]
+            final_hidden_states.index_add_(0, token_idx, current_hidden_states.to(final_hidden_states.dtype))
+        return final_hidden_states
+
+
+class FusedSparseMoeBlock(nn.Module):
+    """transformers 5.x's mixtral block over FusedExperts: the router
+    `gate` (one (E, d) weight; its fp32 ops here are SparseMoeBlock's:
+    F.linear, softmax in float32, topk, the weights renormalised in place,
+    cast back, a no-op in fp32), then `experts` (registered in that order)
+    called on the flattened states, the result reshaped."""
+
+    def __init__(self, d, f, e, k):
+        super().__init__()
+        self.hidden_dim, self.num_experts, self.top_k = d, e, k
+        self.gate = nn.Linear(d, e, bias=False)
+        self.experts = FusedExperts(d, f, e)
+
+    def forward(self, hidden_states):
+        batch_size, sequence_length, hidden_dim = hidden_states.shape
+        hidden_states = hidden_states.view(-1, hidden_dim)
+        router_logits, top_k_weights, top_k_index = SparseMoeBlock.route(self, hidden_states)
+        final_hidden_states = self.experts(hidden_states, top_k_index, top_k_weights)
+        final_hidden_states = final_hidden_states.reshape(batch_size, sequence_length, hidden_dim)
+        return final_hidden_states, router_logits, top_k_index
 
 
 def Qwen2MoeMLP(d, f):

@@ -423,6 +423,9 @@ static int load_model(struct theory_request *req, struct zs_config *c, struct zs
 		                                                              : "--layers");
 	if (zs_model_load(arg, m, cause) < 0)
 		return -1;
+	/* transformers 5.x's fused experts (util/step.c's moe_block) */
+	if (zs_model_fused_experts(m, c->experts_impl == ZS_EXPERTS_EAGER, cause) < 0)
+		return -1;
 	req->model = m;
 	req->act.elem = c->precision == ZS_FP32 ? 4 : 2;
 	req->act.flash = flash;

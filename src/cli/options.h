@@ -63,6 +63,7 @@ struct zs_opt {
 	{"grad-accum", 0, 1, ZS_OPT_CONFIG, NULL}, {"ddp-no-sync", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"fsdp-no-sync", 0, 1, ZS_OPT_CONFIG, "ddp-no-sync"}, {"ddp-find-unused", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"recompute-impl", 0, 1, ZS_OPT_CONFIG, NULL}, {"logits", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"experts-impl", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"freeze", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"lora-r", 0, 1, ZS_OPT_CONFIG, NULL}, {"lora-alpha", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"lora-dropout", 0, 1, ZS_OPT_CONFIG, NULL}, {"lora-targets", 0, 1, ZS_OPT_CONFIG, NULL}, \
@@ -138,6 +139,12 @@ struct zs_opt {
 	"                         dropped (Hugging Face Trainer: the loss alone,\n" \
 	"                         the logits freed before backward); --wrapper\n" \
 	"                         none, --grad-accum 1, no mixture of experts\n" \
+	"      --experts-impl S   a mixtral's experts: modulelist (default;\n" \
+	"                         transformers 4.x's ModuleList of linears) or\n" \
+	"                         eager (5.x's fused gate_up_proj and down_proj,\n" \
+	"                         each hit expert's whole-parameter gradient):\n" \
+	"                         theory, --framework torch --wrapper none, fp32;\n" \
+	"                         grouped_mm, batched_mm refused by name\n" \
 	"      --freeze PATTERN   --wrapper none, ddp or fsdp (1.13: whole FSDP units),\n" \
 	"                         --framework paper with --model, or deepspeed\n" \
 	"                         with --model (dp, zero1, zero2, zero3; --offload\n" \

@@ -4275,7 +4275,7 @@ struct moe_saved {
  * qwen2_moe's and qwen3_moe's mlp. */
 static const char *moe_blk(const struct zs_model *m)
 {
-	return m->qwen_moe ? "mlp" : "block_sparse_moe";
+	return m->qwen_moe || m->fused_experts ? "mlp" : "block_sparse_moe";
 }
 
 /* An expert's three linears by role (MOE_GATE: silu's input, MOE_UP: its
@@ -4302,7 +4302,11 @@ static void moe_params(struct bld *b, struct model *M, unsigned long long L)
 	char n[256];
 	snprintf(n, sizeof n, "model.layers.%llu.%s.gate.weight", L, blk);
 	add_param(b, M, find_tensor(b, n), -1);
-	for (uint64_t e = 0; e < m->experts; e++)
+	for (int t = 0; m->fused_experts && t < 2; t++) { /* 5.x's MixtralExperts: gate_up_proj, down_proj */
+		snprintf(n, sizeof n, "model.layers.%llu.mlp.experts.%s", L, t ? "down_proj" : "gate_up_proj");
+		add_param(b, M, find_tensor(b, n), -1);
+	}
+	for (uint64_t e = 0; !m->fused_experts && e < m->experts; e++)
 		for (int t = 0; t < 3; t++) {
 			snprintf(n, sizeof n, "model.layers.%llu.%s.experts.%llu.%s.weight", L, blk, (unsigned long long)e,
 			         moe_tail(m, order[m->qwen_moe != 0][t]));
@@ -4545,6 +4549,179 @@ static void moe_shared_bwd(struct bld *b, struct model *M, T g2, int i, struct m
 	linear_bwd(b, dgp, 1, &s->sgp, PF(M, b, "model.layers.%d.mlp.shared_expert.gate_proj.weight", i), xb);
 }
 
+/* torch.where over expert e's mask [k, BT] (released): nonzero [n, 2]
+ * int64, its two columns (the slots, the tokens) kept in c as views. */
+static void moe_where(struct bld *b, T mask, uint64_t n, struct moe_expert_saved *c)
+{
+	T nz = TMP("nonzero (torch.where)", AG_I64, n, 2);
+	op(b, AG_OP_NONZERO, mask, NO, NO, nz, NO, NO);
+	unref(b, mask);
+	c->idx = vw(b, nz, 1, SH(n), (const int64_t[]){ 2 }, 0);
+	c->top_x = vw(b, nz, 1, SH(n), (const int64_t[]){ 2 }, 1);
+	unref(b, nz);
+}
+
+/* transformers 5.x's fused experts under the eager implementation
+ * (--experts-impl eager, zs_model.fused_experts; tests/moe_torch.py's
+ * FusedExperts, op for op from integrations/moe.py at 8b584a67 of
+ * huggingface/transformers, its reference Experts class, a comment at
+ * lines 29-65, the parameters at 37-38): expert e's body in the loop over expert_hit. `expert_idx =
+ * expert_idx[0]` is a 0-dim view (ix), so `expert_idx ==
+ * self.num_experts` wraps the Python int (8 bytes) for eq's 0-dim bool,
+ * and `expert_mask[expert_idx]` and `self.gate_up_proj[expert_idx]` are
+ * selects (views: no copy, unlike 4.x's expert_mask index); torch.where's
+ * nonzero [n, 2]; `hidden_states[token_idx]` [n, d] (no None: an index of
+ * the 2-D states, not 4.x's unsqueezed one); F.linear over gate_up_proj[e]
+ * (mm [n, 2F], its chunk(2) two views, which SiluBackward and MulBackward
+ * keep, so the [n, 2F] lives until both released them); act(gate) * up;
+ * F.linear over down_proj[e] [n, d]; the routing weight [n, 1] and the
+ * weighted output, index_add_'s source, as 4.x's. Allocations and frees
+ * as 1.13's and 2.6's allocators record them (tests/moe_hf_torch.sh:
+ * hf_torch.py --experts eager). The 2-D views: gate_up_proj (E·2F, d),
+ * expert e's rows e·2F.. (gate's F, then up's); down_proj (E·d, F). */
+static void moe_fused_fwd(struct bld *b, struct model *M, int i, uint64_t e, T ix, T em, T xv, T rw, T fin,
+                          struct moe_expert_saved *c)
+{
+	const struct zs_model *m = b->m;
+	uint64_t BT = b->o->batch * b->o->seq, d = m->hidden, E = m->experts, K = m->experts_per_tok;
+	uint64_t F = m->intermediate;
+	const uint64_t *cnt = moe_counts(b, i);
+	uint64_t n = cnt[e];
+	/* what the command refuses before (zs_config_check_torch), refused
+	 * here too for any other caller */
+	if (b->o->amp != AG_F32 || b->o->grad_accum > 1 || b->o->lora_r || !RG(b, xv))
+		unsupported(b, "--experts-impl eager with autocast, --grad-accum, LoRA or a frozen input (the fused "
+		               "experts are described in the plain loop's fp32 step only)");
+	/* `if expert_idx == self.num_experts: continue`: eq.Scalar's wrapped
+	 * number, then its 0-dim bool (AG_OP_GT stands for eq: the same sizes) */
+	T w = host_scalar(b, tmp(b, "scalar (wrapped number)", AG_I64, 0, NULL));
+	op(b, AG_OP_FILL, NO, NO, NO, w, NO, NO)->arg[0] = (double)E;
+	T eq = tmp(b, "eq (expert_idx == num_experts)", AG_BOOL, 0, NULL);
+	op(b, AG_OP_GT, ix, w, NO, eq, NO, NO);
+	unref(b, w);
+	unref(b, eq);
+	/* torch.where(expert_mask[expert_idx]): a select of the permuted mask */
+	moe_where(b, vw(b, em, 2, SH(K, BT), (const int64_t[]){ (int64_t)E, (int64_t)(K * E) }, e), n, c);
+	T cur = TMP("index (hidden_states[token_idx])", AG_F32, n, d);
+	op(b, AG_OP_INDEX, xv, c->top_x, NO, cur, NO, NO);
+	b->module = modname(b, "model.layers.%d.mlp.experts", i);
+	struct pt *gu = PF(M, b, "model.layers.%d.mlp.experts.gate_up_proj", i);
+	struct pt *dp = PF(M, b, "model.layers.%d.mlp.experts.down_proj", i);
+	if (gu->frozen || dp->frozen)
+		unsupported(b, "--experts-impl eager with frozen experts");
+	T wv = vw(b, gu->w, 2, SH(2 * F, d), NULL, e * 2 * F * d); /* gate_up_proj[expert_idx] */
+	T wt = transpose_last2(b, wv);
+	unref(b, wv);
+	T y = TMP("mm (gate_up_proj)", AG_F32, n, 2 * F);
+	op(b, AG_OP_MM, cur, wt, NO, y, NO, NO);
+	unref(b, wt);
+	c->w1.x2 = cur; /* MmBackward's self, for the weight's gradient (the name's hold is no byte) */
+	c->w1o = vw(b, y, 2, SH(n, F), (const int64_t[]){ (int64_t)(2 * F), 1 }, 0); /* gate */
+	c->w3o = vw(b, y, 2, SH(n, F), (const int64_t[]){ (int64_t)(2 * F), 1 }, F);  /* up */
+	unref(b, y);
+	c->silu = TMP("silu", AG_F32, n, F);
+	op(b, AG_OP_SILU, c->w1o, NO, NO, c->silu, NO, NO);
+	T mu = TMP("mul (act(gate) * up)", AG_F32, n, F);
+	op(b, AG_OP_MUL, c->silu, c->w3o, NO, mu, NO, NO);
+	wv = vw(b, dp->w, 2, SH(d, F), NULL, e * d * F); /* down_proj[expert_idx] */
+	wt = transpose_last2(b, wv);
+	unref(b, wv);
+	c->w2o = TMP("mm (down_proj)", AG_F32, n, d);
+	op(b, AG_OP_MM, mu, wt, NO, c->w2o, NO, NO);
+	unref(b, wt);
+	c->w2.x2 = mu;
+	b->module = modname(b, "model.layers.%d.mlp", i);
+	c->rw = TMP("index (top_k_weights[token_idx, top_k_pos, None])", AG_F32, n, 1);
+	op(b, AG_OP_INDEX, rw, c->top_x, c->idx, c->rw, NO, NO);
+	c->prod = moe_op(b, AG_OP_MUL, "mul (expert output * routing weight)", c->w2o, c->w2o, c->rw);
+	op(b, AG_OP_INDEX_ADD_, fin, c->top_x, c->prod, fin, NO, NO);
+	ref(b, c->top_x); /* three nodes hold the indices: IndexAddBackward, the two IndexBackwards */
+	ref(b, c->top_x);
+}
+
+/* A fused parameter's gradient from expert e's slice dw (released):
+ * SelectBackward0's select_backward, zeros of the whole parameter with
+ * the slice copied in (1.13's and 2.6's FunctionsManual.cpp), into the
+ * parameter's input buffer (*buf: 1.13 sums out of place, 2.6 in place,
+ * arrive()); AccumulateGrad runs once the last hit expert's has come
+ * (`last`: its sequence number is the highest, so it runs as soon as it
+ * is ready). */
+static void moe_fused_grad(struct bld *b, struct pt *q, T dw, uint64_t off, T *buf, int last)
+{
+	T z = like(b, "zeros (select_backward)", q->w);
+	op(b, AG_OP_FILL, NO, NO, NO, z, NO, NO);
+	const struct ag_tensor o_ = b->s->tensor[dw], *o = &o_; /* a copy: the array grows */
+	T slot = vw(b, z, 2, o->shape, NULL, off);
+	op(b, AG_OP_COPY, dw, NO, NO, slot, NO, NO);
+	unref(b, slot);
+	unref(b, dw);
+	arrive(b, buf, z);
+	if (last) {
+		accumulate(b, q, *buf);
+		*buf = NO;
+	}
+}
+
+/* Expert e's backward from dy (the weighted output's gradient w.r.t. the
+ * expert's output [n, d], released), as 1.13 and 2.6 run it: down_proj's
+ * MmBackward (the weight's [d, F], then the input's [n, F]; the gradient
+ * and the saved input go), its SelectBackward (moe_fused_grad), then
+ * MulBackward (act(gate) * up), SiluBackward (the gate view's release
+ * frees the [n, 2F]), SplitBackward's cat [n, 2F], gate_up_proj's
+ * MmBackward and SelectBackward, and hidden_states[token_idx]'s
+ * IndexBackward (new_zeros [BT, d]: no view, so 2.6 adds to x's buffer in
+ * place; the nonzero goes with its last holder). fb: the two parameters'
+ * buffers; last: the lowest hit expert, whose backward runs last. */
+static void moe_fused_bwd(struct bld *b, struct model *M, int i, uint64_t e, T dy, struct moe_expert_saved *c,
+                          T fb[2], int last, T *xb)
+{
+	const struct zs_model *m = b->m;
+	uint64_t BT = b->o->batch * b->o->seq, d = m->hidden, F = m->intermediate, n = moe_counts(b, i)[e];
+	struct pt *gu = PF(M, b, "model.layers.%d.mlp.experts.gate_up_proj", i);
+	struct pt *dp = PF(M, b, "model.layers.%d.mlp.experts.down_proj", i);
+	b->module = modname(b, "model.layers.%d.mlp.experts", i);
+	/* down_proj: mm(mu, W_e^t) */
+	T dw = TMP("mm (linear backward, weight)", AG_F32, d, F);
+	T gt = transpose_last2(b, dy);
+	op(b, AG_OP_MM, gt, c->w2.x2, NO, dw, NO, NO);
+	unref(b, gt);
+	T dmu = TMP("mm (linear backward, input)", AG_F32, n, F);
+	T wv = vw(b, dp->w, 2, SH(d, F), NULL, e * d * F);
+	op(b, AG_OP_MM, dy, wv, NO, dmu, NO, NO);
+	unref(b, wv);
+	unref(b, dy);
+	unref(b, c->w2.x2);
+	moe_fused_grad(b, dp, dw, e * d * F, &fb[1], last);
+	T dsl, dup;
+	mul_bwd(b, "mul (backward)", dmu, c->silu, c->w3o, &dsl, &dup);
+	T dgate = moe_op(b, AG_OP_SILU_BWD, "silu_backward", dsl, dsl, c->w1o);
+	unref(b, dsl);
+	unref(b, c->w1o);
+	T dgu = TMP("cat (split backward)", AG_F32, n, 2 * F);
+	op(b, AG_OP_CAT_LAST, dgate, dup, NO, dgu, NO, NO);
+	unref(b, dgate);
+	unref(b, dup);
+	/* gate_up_proj: mm(cur, W_e^t) */
+	dw = TMP("mm (linear backward, weight)", AG_F32, 2 * F, d);
+	gt = transpose_last2(b, dgu);
+	op(b, AG_OP_MM, gt, c->w1.x2, NO, dw, NO, NO);
+	unref(b, gt);
+	T dx = TMP("mm (linear backward, input)", AG_F32, n, d);
+	wv = vw(b, gu->w, 2, SH(2 * F, d), NULL, e * 2 * F * d);
+	op(b, AG_OP_MM, dgu, wv, NO, dx, NO, NO);
+	unref(b, wv);
+	unref(b, dgu);
+	unref(b, c->w1.x2);
+	moe_fused_grad(b, gu, dw, e * 2 * F * d, &fb[0], last);
+	b->module = modname(b, "model.layers.%d.mlp", i);
+	T zx = TMP("new_zeros (index backward)", AG_F32, BT, d);
+	op(b, AG_OP_FILL, NO, NO, NO, zx, NO, NO);
+	op(b, AG_OP_INDEX_PUT_ACC_, zx, c->top_x, NO, zx, NO, NO)->in[3] = dx;
+	unref(b, dx);
+	unref(b, c->top_x);
+	arrive(b, xb, zx);
+}
+
 /* The block's forward over x (post_attention_layernorm's output [B, T, d],
  * the caller's holder): final_hidden_states [B, T, d], one holder. One
  * expert's tokens: expert_mask[expert_idx] (an int64 copy [1, k, BT]),
@@ -4638,18 +4815,19 @@ static T moe_fwd(struct bld *b, struct model *M, T x, int i, struct moe_saved *s
 		if (n == 0)
 			continue;
 		b->module = blk;
+		if (m->fused_experts) {
+			T ix = vw(b, hitn, 0, NULL, NULL, j++); /* `expert_idx = expert_idx[0]`: a 0-dim view */
+			moe_fused_fwd(b, M, i, e, ix, em, xv, rw, fin, c);
+			unref(b, ix);
+			continue;
+		}
 		T eidx = vw(b, hitn, 1, SH(1), (const int64_t[]){ 1 }, j++);
 		T sel = TMP("index (expert_mask[expert_idx])", AG_I64, 1, K, BT);
 		op(b, AG_OP_INDEX, em, eidx, NO, sel, NO, NO);
 		unref(b, eidx);
 		T sq = reshape(b, sel, 2, SH(K, BT));
 		unref(b, sel);
-		T nz = TMP("nonzero (torch.where)", AG_I64, n, 2);
-		op(b, AG_OP_NONZERO, sq, NO, NO, nz, NO, NO);
-		unref(b, sq);
-		c->idx = vw(b, nz, 1, SH(n), (const int64_t[]){ 2 }, 0);
-		c->top_x = vw(b, nz, 1, SH(n), (const int64_t[]){ 2 }, 1);
-		unref(b, nz);
+		moe_where(b, sq, n, c);
 		T cur = TMP("index (hidden_states[None, top_x])", AG_F32, 1, n, d);
 		op(b, AG_OP_INDEX, xv, c->top_x, NO, cur, NO, NO);
 		T cur2 = reshape(b, cur, 2, SH(n, d));
@@ -4685,10 +4863,15 @@ static T moe_fwd(struct bld *b, struct model *M, T x, int i, struct moe_saved *s
 	}
 	if (m->shared_ffn > 0)
 		fin = moe_shared_fwd(b, M, xv, fin, i, s);
-	/* the block returns: routing_weights, the one-hot mask and expert_hit go */
-	unref(b, rw);
+	/* the block returns: routing_weights, the one-hot mask and expert_hit
+	 * go (5.x's fused experts: the experts module returns first, its mask
+	 * and expert_hit, then the block, its top_k_weights) */
+	if (!m->fused_experts)
+		unref(b, rw);
 	unref(b, em);
 	unref(b, hitn);
+	if (m->fused_experts)
+		unref(b, rw);
 	if (cur_name != NO)
 		unref(b, cur_name);
 	unref(b, xv);
@@ -4721,6 +4904,10 @@ static void moe_bwd(struct bld *b, struct model *M, T g, int i, struct moe_saved
 	int32_t blk = modname(b, "model.layers.%d.%s", i, moe_blk(m));
 	T g2 = reshape(b, g, 2, SH(BT, d));
 	T rwbuf = NO, xb = NO;
+	T fb[2] = { NO, NO }; /* fused experts: gate_up_proj's and down_proj's input buffers */
+	uint64_t first_hit = 0; /* the expert whose backward runs last (the lowest hit) */
+	while (first_hit + 1 < E && cnt[first_hit] == 0)
+		first_hit++;
 	if (m->shared_ffn > 0)
 		moe_shared_bwd(b, M, g2, i, s, &xb);
 	for (uint64_t e = E; e-- > 0;) {
@@ -4764,6 +4951,10 @@ static void moe_bwd(struct bld *b, struct model *M, T g, int i, struct moe_saved
 		unref(b, c->top_x);
 		unref(b, c->idx);
 		arrive(b, &rwbuf, moe_squeezed(b, zr, 2, SH(BT, K)));
+		if (m->fused_experts) {
+			moe_fused_bwd(b, M, i, e, dw2o, c, fb, e == first_hit, &xb);
+			continue;
+		}
 		T dmu = NO, cb = NO, dsl, dup;
 		b->module = moe_mod(b, i, e, MOE_DOWN);
 		linear_bwd(b, dw2o, 1, &c->w2, moe_w(b, M, i, e, MOE_DOWN),

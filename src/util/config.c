@@ -46,6 +46,8 @@ const char *zs_torch_device_name(enum zs_torch_device d) { return torch_device_n
 const char *zs_optim_impl_name(enum zs_optim_impl i) { return optim_impl_names[i]; }
 const char *zs_zero_grad_name(enum zs_zero_grad z) { return zero_grad_names[z]; }
 const char *zs_attn_name(enum zs_attn a) { return attn_names[a]; }
+static const char *const experts_impl_names[] = {"modulelist", "eager", "grouped_mm", "batched_mm"};
+const char *zs_experts_impl_name(enum zs_experts_impl e) { return experts_impl_names[e]; }
 const char *zs_wrapper_name(enum zs_wrapper w) { return wrapper_names[w]; }
 int zs_config_trains_part(const struct zs_config *c)
 {
@@ -344,7 +346,7 @@ static const char *const key_names[ZS_NKEYS] = {
 	"ds-prefetch-bucket", "ds-max-live", "torch-version", "torch-device", "optimizer-impl", "zero-grad", "attn",
 	"wrapper", "grad-accum", "ddp-no-sync", "freeze", "lora-r", "lora-alpha", "lora-dropout", "lora-targets",
 	"quant-base", "double-quant", "ds-sub-group-size", "ddp-find-unused",
-	"recompute-impl", "logits"};
+	"recompute-impl", "logits", "experts-impl"};
 _Static_assert(sizeof key_names / sizeof key_names[0] == ZS_NKEYS, "a name for every key");
 
 /* One of a PyTorch option's names (names[first..n): "default" is no value
@@ -619,6 +621,14 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 			return zs_fail(cause, "--logits: '%.40s' is not one of kept, dropped", value);
 		t.logits_dropped = strcmp(value, "dropped") == 0;
 		break;
+	case ZS_KEY_EXPERTS_IMPL: {
+		unsigned i = name_index(value, experts_impl_names, NNAMES(experts_impl_names));
+		if (i == NNAMES(experts_impl_names))
+			return zs_fail(cause, "--experts-impl: '%.40s' is not one of modulelist, eager, grouped_mm, batched_mm",
+			               value);
+		t.experts_impl = (enum zs_experts_impl)i;
+		break;
+	}
 	case ZS_NKEYS:
 		break;
 	}
@@ -1149,7 +1159,7 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 {
 	static const enum zs_key torch_keys[] = {ZS_KEY_TORCH_VERSION, ZS_KEY_TORCH_DEVICE, ZS_KEY_OPTIM_IMPL,
 	                                         ZS_KEY_ZERO_GRAD, ZS_KEY_ATTN, ZS_KEY_WRAPPER, ZS_KEY_RECOMPUTE_IMPL,
-	                                         ZS_KEY_LOGITS};
+	                                         ZS_KEY_LOGITS, ZS_KEY_EXPERTS_IMPL};
 	/* The paper's schedule runs no PyTorch: a setting of it would change
 	 * nothing, so it is refused rather than recorded. */
 	for (size_t i = 0; i < sizeof torch_keys / sizeof torch_keys[0]; i++)
@@ -1187,6 +1197,28 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 	if (c->logits_dropped && c->wrapper != ZS_WRAPPER_NONE)
 		return zs_fail(cause, "--logits dropped with --wrapper %s: not described yet (give --wrapper none, or "
 		               "--logits kept)", zs_wrapper_name(c->wrapper));
+	/* --experts-impl (zs_model.fused_experts): 5.x's eager experts over
+	 * the fused 3-D parameters, the plain loop's fp32 step at K = 1
+	 * (util/autograd.c's moe_fused_*), held to tests/hf_torch.py
+	 * --experts eager; grouped_mm and batched_mm not described */
+	if (c->experts_impl == ZS_EXPERTS_GROUPED_MM || c->experts_impl == ZS_EXPERTS_BATCHED_MM)
+		return zs_fail(cause, "--experts-impl %s: transformers 5.x's %s experts forward (integrations/moe.py) is not "
+		               "described yet (give modulelist or eager)", zs_experts_impl_name(c->experts_impl),
+		               zs_experts_impl_name(c->experts_impl));
+	if (c->experts_impl == ZS_EXPERTS_EAGER) {
+		const char *no = c->framework != ZS_FW_TORCH         ? "--framework deepspeed"
+		                 : c->wrapper != ZS_WRAPPER_NONE     ? "a --wrapper other than none"
+		                 : c->precision != ZS_FP32           ? "a --precision other than fp32"
+		                 : c->grad_accum > 1                 ? "--grad-accum"
+		                 : c->freeze[0]                      ? "--freeze"
+		                 : c->lora_r > 0                     ? "--lora-r"
+		                 : c->quant_nf4                      ? "--quant-base"
+		                 : c->logits_dropped                 ? "--logits dropped"
+		                                                     : NULL;
+		if (no)
+			return zs_fail(cause, "--experts-impl eager with %s: not described yet (the fused experts are the plain "
+			               "loop's fp32 step so far: --framework torch --wrapper none --precision fp32)", no);
+	}
 	if (c->logits_dropped && c->grad_accum > 1)
 		return zs_fail(cause, "--logits dropped with --grad-accum %u: not described yet (give --grad-accum 1, or "
 		               "--logits kept)", c->grad_accum);
@@ -1369,7 +1401,7 @@ const char *const zs_torch_json_keys[ZS_NTORCH_JSON_KEYS] = {"torch_version", "t
 
 const char *const zs_step_json_keys[ZS_NSTEP_JSON_KEYS] = {
 	"grad_accum", "ddp_no_sync", "freeze", "lora_r", "lora_alpha", "lora_dropout", "lora_targets", "quant_base",
-	"double_quant", "ddp_find_unused", "recompute_impl", "logits"};
+	"double_quant", "ddp_find_unused", "recompute_impl", "logits", "experts_impl"};
 
 /* zs_step_json_keys' values, each only where it is on: a K = 1 run, one
  * that freezes nothing, one without LoRA or its 4-bit base writes none,
@@ -1402,6 +1434,8 @@ static void json_step_settings(cJSON *cfg, const struct zs_config *c)
 		cJSON_AddStringToObject(cfg, key[ZS_SJ_RECOMPUTE_IMPL], "non-reentrant");
 	if (c->logits_dropped)
 		cJSON_AddStringToObject(cfg, key[ZS_SJ_LOGITS], "dropped");
+	if (c->experts_impl != ZS_EXPERTS_MODULELIST) /* the default's files are what they were */
+		cJSON_AddStringToObject(cfg, key[ZS_SJ_EXPERTS_IMPL], zs_experts_impl_name(c->experts_impl));
 }
 
 static void json_torch(cJSON *cfg, const struct zs_config *c, int attention)

@@ -43,6 +43,7 @@ enum zs_torch_device { ZS_DEVICE_CUDA, ZS_DEVICE_CPU };
 enum zs_optim_impl { ZS_OPTIM_IMPL_DEFAULT, ZS_OPTIM_SINGLE, ZS_OPTIM_FOREACH, ZS_OPTIM_FUSED };
 enum zs_zero_grad { ZS_ZERO_GRAD_DEFAULT, ZS_ZERO_GRAD_NONE, ZS_ZERO_GRAD_ZEROS };
 enum zs_attn { ZS_ATTN_DEFAULT, ZS_ATTN_EAGER, ZS_ATTN_SDPA };
+enum zs_experts_impl { ZS_EXPERTS_MODULELIST, ZS_EXPERTS_EAGER, ZS_EXPERTS_GROUPED_MM, ZS_EXPERTS_BATCHED_MM };
 enum zs_wrapper { ZS_WRAPPER_AUTO, ZS_WRAPPER_NONE, ZS_WRAPPER_DDP, ZS_WRAPPER_FSDP, ZS_WRAPPER_DEEPSPEED };
 
 /* The MLP's depth: --layers (and a spec's or a case's "layers") takes 2 to
@@ -109,6 +110,11 @@ enum zs_key {
 	 * Hugging Face Trainer's compute_loss keeps the loss alone;
 	 * ag_options.drop_logits) */
 	ZS_KEY_LOGITS,
+	/* a mixture's experts (--experts-impl modulelist|eager|grouped_mm|
+	 * batched_mm: transformers 4.x's ModuleList of linears, or 5.x's two
+	 * fused 3-D parameters under one of its experts implementations;
+	 * zs_model.fused_experts) */
+	ZS_KEY_EXPERTS_IMPL,
 	ZS_NKEYS
 };
 
@@ -180,6 +186,12 @@ struct zs_config {
 	 * returns the loss alone), 0 (the default) where the loop holds the
 	 * model's output to the step's end */
 	int logits_dropped;
+	/* --experts-impl: a mixture's experts as transformers 4.x registers
+	 * them (ZS_EXPERTS_MODULELIST, the default), or 5.x's fused 3-D
+	 * gate_up_proj and down_proj under its eager, grouped_mm or
+	 * batched_mm experts implementation (integrations/moe.py; eager
+	 * alone described, the PyTorch step's theory of a mixtral) */
+	enum zs_experts_impl experts_impl;
 	/* --freeze: the parameters left out of training, util/freeze.h's
 	 * pattern ("" for none); a fixed array so that copies stay apart */
 	char freeze[ZS_FREEZE_MAX + 1];
@@ -278,6 +290,7 @@ enum zs_step_json_key {
 	ZS_SJ_DDP_FIND_UNUSED,
 	ZS_SJ_RECOMPUTE_IMPL,
 	ZS_SJ_LOGITS,
+	ZS_SJ_EXPERTS_IMPL,
 	ZS_NSTEP_JSON_KEYS
 };
 extern const char *const zs_step_json_keys[ZS_NSTEP_JSON_KEYS];
@@ -330,6 +343,7 @@ const char *zs_torch_device_name(enum zs_torch_device d);
 const char *zs_optim_impl_name(enum zs_optim_impl i);
 const char *zs_zero_grad_name(enum zs_zero_grad z);
 const char *zs_attn_name(enum zs_attn a);
+const char *zs_experts_impl_name(enum zs_experts_impl e);
 const char *zs_wrapper_name(enum zs_wrapper w);
 /* The run is the PyTorch step as data (util/autograd.h), plain (--wrapper
  * none), under DDP (--wrapper ddp, util/ag_ddp.h), FSDP (--wrapper fsdp,

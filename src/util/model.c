@@ -496,6 +496,19 @@ static int read_moe(const cJSON *cfg, const char *where, int kind, struct zs_mod
 	return 0;
 }
 
+int zs_model_fused_experts(struct zs_model *m, int eager, char **cause)
+{
+	if (!eager)
+		return 0;
+	if (m->experts == 0 || m->qwen_moe)
+		return zs_fail(cause, "--experts-impl eager: %s (%s) %s", m->name, m->model_type,
+		               m->experts == 0 ? "is no mixture of experts"
+		                               : "is not described with fused experts yet (mixtral is; give "
+		                                 "--experts-impl modulelist)");
+	m->fused_experts = 1;
+	return 0;
+}
+
 int zs_model_router_check(const struct zs_model *m, int pytorch_step, char **cause)
 {
 	if (m->router_jitter > 0)

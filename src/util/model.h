@@ -177,6 +177,10 @@ struct zs_model {
 	int router_logits;      /* mixtral: output_router_logits, the auxiliary loss added to the loss */
 	double router_jitter;   /* mixtral: router_jitter_noise, the router's multiplicative noise in training
 	                           (0: none; else refused by zs_model_router_check) */
+	int fused_experts;      /* mixtral under --experts-impl eager (transformers 5.x): the block is `mlp`, its
+	                           router mlp.gate and its experts two fused parameters, mlp.experts.gate_up_proj
+	                           [E, 2F, d] and down_proj [E, d, F] (util/step.c's moe_block); set by the
+	                           command, never by a config file */
 	int qwen_moe;           /* qwen2_moe's and qwen3_moe's block: mlp.gate, each expert's gate_proj,
 	                           up_proj, down_proj in that order, then (qwen2_moe) the shared
 	                           expert and its gate */
@@ -217,6 +221,12 @@ int zs_model_from_json(const cJSON *config, const char *where, struct zs_model *
  * load-balancing loss, outside the PyTorch step: pytorch_step 0): one
  * line into *cause, -1; else 0. Both commands call it. */
 int zs_model_router_check(const struct zs_model *m, int pytorch_step, char **cause);
+
+/* --experts-impl eager (eager 1): the mixture's experts as transformers
+ * 5.x fuses them (m->fused_experts), mixtral's so far; a model that is
+ * no mixture, or another family's, is one line into *cause, -1. eager 0
+ * leaves m as it is. The theory and tests/ag_events call it. */
+int zs_model_fused_experts(struct zs_model *m, int eager, char **cause);
 
 /* The family's name: "gpt2" or "llama". */
 const char *zs_family_name(enum zs_family f);

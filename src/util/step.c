@@ -126,6 +126,21 @@ static void moe_block(struct builder *b, size_t layer, const char *blocks, long 
 	uint64_t h = m->hidden, F = m->intermediate, S = m->shared_ffn;
 	static const char *const tails[2][3] = {{"w1", "w2", "w3"}, {"gate_proj", "up_proj", "down_proj"}};
 	const int q = m->qwen_moe != 0, down = q ? 2 : 1; /* w2 is the down projection */
+	if (m->fused_experts) {
+		/* transformers 5.x's mixtral (--experts-impl eager): the block is
+		 * the layer's `mlp`, its router mlp.gate (MixtralTopKRouter, one
+		 * (E, d) weight), then mlp.experts (MixtralExperts) with two fused
+		 * parameters, gate_up_proj [E, 2F, d] and down_proj [E, d, F]
+		 * (integrations/moe.py at 8b584a67, lines 29-39: the class its
+		 * experts implementations read), held here as their 2-D views
+		 * (E·2F, d) and (E·d, F): expert e's slices are rows e·2F.. and
+		 * e·d.., gate's F rows before up's */
+		linear(b, layer, blocks, at, "mlp.gate", m->experts, h, 0);
+		module(b, layer, blocks, at, "mlp.experts");
+		tensor(b, "gate_up_proj", m->experts * 2 * F, h);
+		tensor(b, "down_proj", m->experts * h, F);
+		return;
+	}
 	linear(b, layer, blocks, at, q ? "mlp.gate" : "block_sparse_moe.gate", m->experts, h, 0);
 	for (uint64_t e = 0; e < m->experts; e++)
 		for (int t = 0; t < 3; t++) {
