@@ -15,8 +15,13 @@
 #    losses of 3 steps --wrapper ddp's bit for bit (N = 2: the final
 #    weights too; N = 3: the weights are stage 2's, the division by N
 #    before the sum);
+#  - built, the first step at N = 1 (a list of its own: a fetch there is
+#    a view): --steps 1 runs, theory = measure to the byte, the bytes
+#    before it the set-up's (12 S3 + 4 B + 1 and the buffers) and after it
+#    the steady state, Adam's state made by it, its loss a 3-step run's
+#    first;
 #  - not built, refused with one line (exit 2), by measure and theory
-#    alike, an existing --out left as it was: --steps 1 (DeepSpeed's
+#    alike, an existing --out left as it was: --steps 1 at N > 1 (DeepSpeed's
 #    first step gathers module by module) and a parameter that does not
 #    persist at N > 1;
 #  - the reading's PyTorch part, on real PyTorch 1.13: which gathered
@@ -40,7 +45,7 @@
 #    in forward holds into a backward op) against ds3_saved.py's list.
 # Not compared with DeepSpeed itself (not installable here).
 # PyTorch is looked for by tests/torch_python.sh; without it the PyTorch
-# part is skipped (exit 77 after the first passed). About 8 s.
+# part is skipped (exit 77 after the first passed). About 9 s.
 set -u
 top=${ZS_BUILDDIR:-.}
 src=${srcdir:-.}
@@ -142,6 +147,56 @@ for model in gpt2-tiny llama-tiny; do
 		echo "ok: $model zero3 N=$N: theory = measure to the byte, $want bytes between steps on every rank" \
 			"(20 x $S3 + 4 x $B + 13 + 4 x $gathered + $buf), DDP's losses"
 	done
+done
+
+# the first step at N = 1 (a list of its own: a fetch there is a view of
+# the partition, so step 1 differs from the steady step in what the client
+# Adam makes in its first step() and in _global_grad_norm, made by it):
+# --steps 1 runs, theory = measure to the byte; the bytes where its
+# forward starts are the set-up's alone, counted from the shapes (the flat
+# buffer, the fp32 partition and the gradient partitions, 12 S3; the
+# bucket 4 B; inf_or_nan_tracker 1; the model's buffers and the batch),
+# and after it the steady state (20 S3 + 4 B + 13 + the same: Adam's two
+# moments, its step and _global_grad_norm made by the step); its loss the
+# first of a 3-step run's, bit for bit
+for model in gpt2-tiny llama-tiny; do
+	if [ $model = gpt2-tiny ]; then sizes=$gpt2_n buf=$gpt2_buf; else sizes=$llama_n buf=$llama_buf; fi
+	S3=0
+	for n in $sizes; do S3=$((S3 + n)); done
+	m=$tmp/m1-$model.json t=$tmp/t1-$model.json m3=$tmp/m3-$model.json
+	# shellcheck disable=SC2086
+	"$zerosim" measure -q $ds $step --model "$models/$model.json" --schemes zero3 --world 1 --steps 1 --out "$m" ||
+		fail "measure $model zero3 N=1 --steps 1"
+	# shellcheck disable=SC2086
+	"$zerosim" theory $ds $step --model "$models/$model.json" --schemes zero3 --world 1 --steps 1 --out "$t" \
+		>/dev/null || fail "theory $model zero3 N=1 --steps 1"
+	out=$("$top/tests/json_agree" "$m" "$t") || fail "theory and measure differ, $model zero3 N=1 --steps 1: $out"
+	[ "$out" = "json_agree: 1 points agree exactly" ] || fail "$model zero3 N=1 --steps 1: $out"
+	# shellcheck disable=SC2086
+	"$zerosim" measure -q $ds $step --model "$models/$model.json" --schemes zero3 --world 1 --out "$m3" ||
+		fail "measure $model zero3 N=1"
+	before=$((12 * S3 + 4 * B + 1 + buf)) after=$((20 * S3 + 4 * B + 13 + buf))
+	out=$(python3 -c 'import json, sys
+def run(f):
+    d = json.load(open(f))
+    return d["runs"][0] if "runs" in d else d["rows"][0]["schedule"]
+m, t, m3 = (run(f) for f in sys.argv[1:4])
+before, after = int(sys.argv[4]), int(sys.argv[5])
+bad = []
+for who, x in (("measure", m), ("theory", t)):
+    if x["marks"].get("phase:forward") != before:
+        bad.append("%s: %s bytes where step 1 starts" % (who, x["marks"].get("phase:forward")))
+    if x["per_rank"]["resident_bytes"] != [after]:
+        bad.append("%s: %s bytes after step 1" % (who, x["per_rank"]["resident_bytes"]))
+if "first_step_peak" not in m or m.get("first_step_peak") != t.get("first_step_peak"):
+    bad.append("first_step_peak %s and %s" % (m.get("first_step_peak"), t.get("first_step_peak")))
+if m["losses"] != m3["losses"][:1]:
+    bad.append("loss %s, a 3-step run'"'"'s first %s" % (m["losses"], m3["losses"][:1]))
+print("; ".join(bad))' "$m" "$t" "$m3" $before $after 2>&1 || echo "cannot read $m")
+	[ -z "$out" ] || fail "$model zero3 N=1 --steps 1: $out (by hand: 12 x $S3 + 4 x $B + 1 + $buf = $before before," \
+		"20 x $S3 + 4 x $B + 13 + $buf = $after after)"
+	echo "ok: $model zero3 N=1 --steps 1: theory = measure to the byte, $before bytes before the step and $after" \
+		"after (Adam's state made by it), the 3-step run's first loss"
 done
 
 keep=$tmp/keep.json
