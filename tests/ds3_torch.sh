@@ -40,6 +40,15 @@
 #    (tests/ds3_saved.py --hooks): the same hooks in the same order, each
 #    at the same bytes (62 on gpt2-tiny, 83 on llama-tiny, q/k/v_proj and
 #    gate/up_proj each its own);
+#  - DeepSpeed's ZeRO-3 replayed on PyTorch 1.13 in the same python
+#    process (tests/ds3_saved.py --z3 1,2,3: its allocations transcribed
+#    over the reference model with the four hooks on every module and a
+#    transcription of the coordinator's fetches and releases, rank 0 of N
+#    in one process, profiled from the model's construction on): the
+#    bytes between steps and the steady step's peak equal zerosim's
+#    measure's at N = 1, 2, 3, and at N = 1 the first step's peak and
+#    where it starts; PyTorch's first step at N > 1 printed (zerosim's is
+#    not built);
 #  - the saved weight.t() views zerosim's step keeps under those marks
 #    (tests/ag_events ds3=saved: each parameter whose storage a view made
 #    in forward holds into a backward op) against ds3_saved.py's list.
@@ -233,7 +242,48 @@ name=ds3_torch
 . "$src/tests/torch_python.sh"
 for model in gpt2-tiny llama-tiny; do
 	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$src/tests" "$py" "$src/tests/ds3_saved.py" "$models/$model.json" \
-		--hooks "$tmp/hooks-torch" >"$tmp/got" 2>"$tmp/err" || { cat "$tmp/err" >&2; fail "tests/ds3_saved.py $model"; }
+		--hooks "$tmp/hooks-torch" --z3 1,2,3 --z3-out "$tmp/z3-$model" >"$tmp/got" 2>"$tmp/err" ||
+		{ cat "$tmp/err" >&2; fail "tests/ds3_saved.py $model"; }
+	# DeepSpeed's ZeRO-3 replayed on PyTorch 1.13 (tests/ds3_saved.py
+	# --z3: its allocations transcribed over the reference model with the
+	# four hooks on every module, 2 steps profiled from the model's
+	# construction on) against zerosim's measure: the bytes between steps
+	# and the steady step's peak on rank 0 at N = 1, 2, 3, and at N = 1
+	# the first step's (first_step_peak; the bytes where it starts, the
+	# set-up's). At N > 1 zerosim's step 1 is the steady step (--steps 1
+	# refused): PyTorch's first step is printed, not compared.
+	out=$(python3 -c 'import json, sys
+def run(f):
+    d = json.load(open(f))
+    return d["runs"][0]
+z3 = {r["world"]: r for r in map(json.loads, open(sys.argv[1]))}
+zs = {1: run(sys.argv[2]), 2: run(sys.argv[3]), 3: run(sys.argv[4])}
+one = run(sys.argv[5])
+bad, say = [], []
+for N in (1, 2, 3):
+    t, m = z3.get(N), zs[N]
+    if t is None:
+        bad.append("no PyTorch run at N = %d" % N)
+        continue
+    got = (m["per_rank"]["resident_bytes"][0], m["per_rank"]["peak_bytes"][0])
+    want = (t["between"], t["peaks"][1])
+    if got != want:
+        bad.append("N = %d: zerosim %d between, %d peak; PyTorch %d, %d" % ((N,) + got + want))
+    say.append("N = %d: %d between, %d peak (%s)" % (N, want[0], want[1], t["phases"][1]))
+    if N == 1:
+        got1 = (one["marks"].get("phase:forward"), m.get("first_step_peak"))
+        want1 = (t["starts"][0], t["peaks"][0])
+        if got1 != want1:
+            bad.append("N = 1, step 1: zerosim starts at %s, peaks at %s; PyTorch %d, %d" % (got1 + want1))
+        say.append("step 1 from %d, peak %d" % want1)
+    else:
+        say.append("step 1 from %d, peak %d, not compared" % (t["starts"][0], t["peaks"][0]))
+print("; ".join(bad) if bad else "ok " + "; ".join(say))' "$tmp/z3-$model" "$tmp/m3-$model.json" \
+		"$tmp/m-$model-2.json" "$tmp/m-$model-3.json" "$tmp/m1-$model.json" 2>&1)
+	case $out in
+	"ok "*) echo "ok: $model zero3 on PyTorch 1.13 (DeepSpeed replayed) = zerosim: ${out#ok }" ;;
+	*) fail "$model: zerosim's ZeRO-3 and PyTorch 1.13 replaying DeepSpeed's differ: $out" ;;
+	esac
 	# the expected list from the config alone: each weight F.linear reads
 	# (the head's, the tied table's on gpt2), saved as its transpose
 	python3 - "$models/$model.json" >"$tmp/want" <<'EOF' || fail "the expected list of $model"
