@@ -47,8 +47,18 @@ steps of the loop (1.13's Adam and zero_grad at their defaults, the loss and
 logits held to the step's end), read from the allocator's events as
 tests/hf_torch.py reads its boundaries: what zerosim's ds3 marks must say
 (util/autograd.c, ds3_mark; tests/ag_events ds3=1).
+
+With --z3 N,... --z3-out FILE (tests/ds3_torch.sh; the same process, after
+the above): DeepSpeed's ZeRO-3 at each N (class Zero3, z3_replay: its
+allocations transcribed at 38327e0, rank 0 of N in one process, the
+hooks above calling the coordinator's fetches and releases), two steps
+profiled from the model's construction on; one JSON line an N into FILE:
+the bytes between steps (after the last), each step's peak, its phase and
+the bytes where it starts (docs/schedule.md, "ZeRO-3 over the PyTorch
+step", "Held to PyTorch 1.13").
 """
 import argparse
+import json
 import math
 import sys
 
@@ -62,6 +72,8 @@ def main():
     ap.add_argument("model")
     ap.add_argument("--release-order", type=int, default=0, metavar="N")
     ap.add_argument("--hooks", metavar="FILE")
+    ap.add_argument("--z3", metavar="N,...", help="the ZeRO-3 replay at these world sizes (with --z3-out)")
+    ap.add_argument("--z3-out", metavar="FILE")
     m = ap.parse_args()
     model, cfg = build(m.model, "0")
     if m.release_order:
@@ -100,6 +112,10 @@ def main():
     if m.hooks:  # in the same process (one python a model in make check-torch)
         with open(m.hooks, "w") as f:
             hooks(*build(m.model, "config"), f)
+    if m.z3:  # the same process again
+        with open(m.z3_out, "w") as f:
+            for world in (int(w) for w in m.z3.split(",")):
+                print(json.dumps(z3_replay(m.model, world, steps=2)), file=f)
 
 
 def build(path, dropout):
@@ -119,7 +135,26 @@ def build(path, dropout):
 
 
 def hooks(model, cfg, out):
-    """DeepSpeed's four hooks on every module, as 38327e0 writes them"""
+    """DeepSpeed's four hooks on every module, as 38327e0 writes them, each
+    a mark where it runs"""
+
+    def say(mod, name, where):
+        if len(list(mod.parameters(recurse=False))) > 0:
+            hf_torch.mark(f"ds3:{name}:{where}")
+
+    install(model, say)
+    run_marks(model, cfg, out)
+
+
+def install(model, say):
+    """DeepSpeedZeRoOffload._register_deepspeed_module's four hooks on every
+    module (parameter_offload.py 276-454 at 38327e0, in its order,
+    445-454), each calling say(module, name, where) where DeepSpeed calls
+    the coordinator: "fwd" (the pre-forward fetch, 455-467), "fwd_end"
+    (the post-forward release, 469-478), "bwd" (the pre-backward fetch,
+    480-491, from PreBackwardFunctionForModule, 357-378) and "bwd_end" (the
+    post-backward release, 493-500, from PostBackwardFunctionModule,
+    412-437, once each input that requires grad has its gradient)"""
 
     def tensors(x, f):
         if torch.is_tensor(x):
@@ -129,11 +164,9 @@ def hooks(model, cfg, out):
         return x
 
     for name, mod in model.named_modules():
-        own = len(list(mod.parameters(recurse=False))) > 0
 
-        def say(where, name=name, own=own):
-            if own:
-                hf_torch.mark(f"ds3:{name}:{where}")
+        def at(where, name=name, mod=mod):
+            say(mod, name, where)
 
         class Pre(torch.autograd.Function):
             @staticmethod
@@ -141,8 +174,8 @@ def hooks(model, cfg, out):
                 return x.detach()
 
             @staticmethod
-            def backward(ctx, g, say=say):
-                say("bwd")
+            def backward(ctx, g, at=at):
+                at("bwd")
                 return g
 
         class Post(torch.autograd.Function):
@@ -153,14 +186,14 @@ def hooks(model, cfg, out):
                 return x.detach()
 
             @staticmethod
-            def backward(ctx, g, mod=mod, say=say):
+            def backward(ctx, g, mod=mod, at=at):
                 mod.ds_grads_remaining -= 1
                 if mod.ds_grads_remaining == 0:
-                    say("bwd_end")
+                    at("bwd_end")
                 return g
 
-        def pre_fwd(mod, inputs, say=say):
-            say("fwd")
+        def pre_fwd(mod, inputs, at=at):
+            at("fwd")
 
         def post_bwd(mod, inputs, Post=Post):
             if not hasattr(mod, "ds_grads_remaining"):
@@ -168,9 +201,12 @@ def hooks(model, cfg, out):
             return tensors(inputs, Post.apply)
 
         mod.register_forward_pre_hook(pre_fwd)
-        mod.register_forward_hook(lambda mod, i, o, say=say: say("fwd_end"))
+        mod.register_forward_hook(lambda mod, i, o, at=at: at("fwd_end"))
         mod.register_forward_hook(lambda mod, i, o, Pre=Pre: tensors(o, Pre.apply))
         mod.register_forward_pre_hook(post_bwd)
+
+
+def run_marks(model, cfg, out):
     # two steps of the loop (1.13's Adam and zero_grad at their defaults),
     # the second's forward and backward inside the profiler: the live
     # bytes at each hook, marks in the allocator's stream as
@@ -194,6 +230,294 @@ def hooks(model, cfg, out):
         if label is not None and label.startswith("ds3:"):
             print(label, "" if last is None else f"{live - last:+d}", file=out)
             last = live
+
+
+class Zero3:
+    """DeepSpeed 38327e0's ZeRO-3 over the model (fp32, no offload, one sub
+    group, contiguous_gradients and reduce_scatter on, every parameter at
+    most stage3_param_persistence_threshold 1e5 elements: persistent), as
+    rank 0 of `world` in one process: what DeepSpeed allocates, transcribed
+    (docs/schedule.md, "ZeRO-3 over the PyTorch step", has each line:
+    stage3.py unless said; pp.py partition_parameters.py, ppc.py
+    partitioned_param_coordinator.py, cc.py coalesced_collectives.py). The
+    collectives move no byte of DeepSpeed's own: an all-gather into a
+    buffer DeepSpeed made is a copy from `src` (every parameter's whole
+    value, padded, made before the profiler: never seen by it), the
+    reduce-scatter into the rank's chunk of the cat is left out (its value
+    is the rank's own), the norm's all-reduce too."""
+
+    def __init__(self, model, world, bucket, src):
+        self.W, self.B, self.src = world, bucket, src
+        self.params = list(model.parameters())  # module.parameters(): ds_id's order, a tied table once
+        self.n = [p.numel() for p in self.params]
+        self.c = [math.ceil(n / world) for n in self.n]
+        self.po, at = [], 0
+        for c in self.c:
+            self.po.append(at)
+            at += c
+        self.S3 = at
+        self.shape = [p.shape for p in self.params]
+        self.avail = [False] * len(self.params)
+        self.record = True  # ppc.py 254: step 1 records the trace (every release frees all)
+        self.k_of = {id(p): k for k, p in enumerate(self.params)}
+        # Init(module=model): each parameter's ds_tensor (pp.py 1609: the
+        # rank's chunk, the tail past n left as empty() leaves it), then
+        # free_param (282-291)
+        parts = []
+        for k, p in enumerate(self.params):
+            part = torch.empty(self.c[k])
+            take = p.data.view(-1)[:self.c[k]]
+            part[:take.numel()].copy_(take)
+            parts.append(part)
+            p.data = torch.empty(0)
+        self.inf_or_nan_tracker = torch.zeros(1, dtype=torch.bool)  # 263
+        self.flat = torch.empty(self.S3)  # defragment, 574-600
+        for k in range(len(parts)):
+            self.flat.narrow(0, self.po[k], self.c[k]).copy_(parts[k])
+            parts[k] = None
+        del parts
+        self.part = [self.flat.narrow(0, self.po[k], self.c[k]) for k in range(len(self.params))]
+        self.fp32 = self.flat.clone().float().detach()  # 906
+        self.fp32.requires_grad_(True)
+        z = torch.zeros(self.S3)  # initialize_optimizer_states, 1030-1032, dropped
+        del z
+        self.bucket = torch.empty(int(bucket))  # 537-540
+        self.gpart = torch.zeros(self.S3)  # 547-549
+        self.gpart_of = [self.gpart.narrow(0, self.po[k], self.c[k]) for k in range(len(self.params))]
+        # create_reduce_and_remove_grad_hooks, 1161-1245: all_gather ->
+        # _allgather_params (pp.py 1895-1970), the hook, partition()
+        self.grad_accs = []
+        for k, p in enumerate(self.params):
+            flat = torch.empty(self.c[k] * world)
+            flat.copy_(self.src[k])
+            rep = torch.empty(self.n[k])
+            rep.copy_(flat.narrow(0, 0, self.n[k]))
+            del flat
+            p.data = rep.view(self.shape[k])
+            del rep
+            acc = p.expand_as(p).grad_fn.next_functions[0][0]
+            acc.register_hook(lambda *_, p=p: self.grad_hook(p))
+            self.grad_accs.append(acc)
+            p.data = torch.empty(0)
+        self.ipg, self.used = [], 0
+        self.global_grad_norm = 0.  # 191
+        self.opt = torch.optim.Adam([self.fp32], lr=1e-3, foreach=False)
+
+    # the coordinator (ppc.py): a module's own parameters fetched at its
+    # pre-forward and pre-backward hooks (fetch_sub_module, 285-341, its
+    # __all_gather_params of the unavailable ones, 460-504; no prefetch
+    # while the trace is recorded, 348-350), released at its post-forward
+    # and post-backward (release_sub_module, 418-442: every one of them in
+    # step 1, the non-persistent ones later, 524-530: none here)
+    def hook(self, mod, name, where):
+        own = [self.k_of[id(p)] for p in mod.parameters(recurse=False)]
+        if not own:
+            return
+        if where in ("fwd", "bwd"):
+            self.fetch(sorted(k for k in set(own) if not self.avail[k]))
+        elif self.record:
+            for k in own:
+                self.release(k)
+
+    def fetch(self, ks):
+        """all_gather_coalesced (pp.py 1200-1345) of the module's unavailable
+        parameters sorted by ds_id: one into a torch.empty(ceil(n/N)*N), its
+        narrow the data (1246-1266); several into one flat of N*sum(c)
+        (_all_gather_dtype, 1164-1197) and each one's data a torch.cat of
+        its parts (AllGatherCoalescedHandle.wait, 676-714), the flat freed
+        with the handle. At N = 1 a view of the partition
+        (_no_gather_coalesced, 1205-1206, 810-820)."""
+        if not ks:
+            return
+        W = self.W
+        if W == 1:
+            for k in ks:
+                self.params[k].data = self.part[k].view(self.shape[k])
+                self.avail[k] = True
+            return
+        if len(ks) == 1:
+            k = ks[0]
+            buf = torch.empty(self.c[k] * W)
+            buf.copy_(self.src[k])
+            self.params[k].data = buf.narrow(0, 0, self.n[k]).view(self.shape[k])
+            del buf
+        else:
+            sz = sum(self.c[k] for k in ks)
+            flat = torch.empty(sz * W)
+            parts = [flat.narrow(0, sz * r, sz) for r in range(W)]
+            off = 0
+            for k in ks:
+                for r in range(W):
+                    parts[r].narrow(0, off, self.c[k]).copy_(self.src[k].narrow(0, r * self.c[k], self.c[k]))
+                off += self.c[k]
+            off = 0
+            for k in ks:
+                pieces = []
+                for r in range(W):
+                    if r * self.c[k] < self.n[k]:
+                        pieces.append(parts[r].narrow(0, off, min(self.n[k] - r * self.c[k], self.c[k])))
+                self.params[k].data = torch.cat(pieces).view(self.shape[k])
+                del pieces
+                off += self.c[k]
+            del parts, flat
+        for k in ks:
+            self.avail[k] = True
+
+    def release(self, k):
+        if self.avail[k]:
+            self.params[k].data = torch.empty(0)  # free_param, pp.py 282-291
+            self.avail[k] = False
+
+    def post_step_gather(self):
+        """_post_step's gather of the persistent parameters (2050-2056 ->
+        pp.py _allgather_params_coalesced, 1789-1893): a flat of
+        ceil(n/N)*N each, all made first (1817-1822), the data its narrow
+        (1886); at N = 1 views of the partitions (1795-1798)"""
+        if self.W == 1:
+            self.fetch(list(range(len(self.params))))
+            return
+        flats = [torch.empty(self.c[k] * self.W) for k in range(len(self.params))]
+        for k, f in enumerate(flats):
+            f.copy_(self.src[k])
+        for k, f in enumerate(flats):
+            self.params[k].data = f.narrow(0, 0, self.n[k]).view(self.shape[k])
+            self.avail[k] = True
+        del flats
+
+    def grad_hook(self, p):
+        """reduce_independent_p_g_buckets_and_remove_grads (1258-1271) and
+        __add_grad_to_ipg_bucket (1275-1290)"""
+        k = self.k_of[id(p)]
+        if self.used + self.n[k] > self.B and self.used > 0:
+            self.reduce()
+        new = self.bucket.narrow(0, self.used, self.n[k]).view_as(p.grad)
+        new.copy_(p.grad)
+        p.grad.data = new
+        del new
+        self.used += self.n[k]
+        self.ipg.append(k)
+
+    def reduce(self):
+        """__reduce_and_partition_ipg_grads (1294-1328): sorted by ds_id,
+        __avg_scatter_grads (1372-1400) -> reduce_scatter_coalesced (cc.py
+        158-218), partition_grads (1466-1527)"""
+        if not self.ipg:
+            return
+        ks = sorted(self.ipg)
+        W = self.W
+        grads = [self.params[k].grad for k in ks]
+        chunks = [[g.view(-1)[r * self.c[k]:r * self.c[k] + self.c[k]] for r in range(W)] for g, k in zip(grads, ks)]
+        if len(ks) == 1 and self.n[ks[0]] % W == 0:
+            flat = grads[0].view(-1)
+        else:
+            lst = []
+            for r in range(W):
+                for i, k in enumerate(ks):
+                    lst.append(chunks[i][r])
+                    pad = self.c[k] - chunks[i][r].numel()
+                    if pad > 0:
+                        lst.append(torch.empty(pad))
+            flat = torch.cat(lst)
+            del lst
+        flat.div_(W)
+        mine = torch.chunk(flat, W)[0]
+        outs, off = [], 0
+        for i, k in enumerate(ks):
+            outs.append(mine.narrow(0, off, chunks[i][0].numel()))
+            off += self.c[k]
+        del chunks, mine, grads
+        for k, g in zip(ks, outs):
+            self.gpart_of[k].narrow(0, 0, g.numel()).copy_(g)  # micro_step_id 0: copy_
+            self.params[k].grad = None
+        del outs, flat
+        self.ipg, self.used = [], 0
+
+    def step(self):
+        """step (2086-2148)"""
+        for k in range(len(self.params)):  # _partition_all_parameters -> release_and_reset_all
+            self.release(k)
+        norm_groups = [self.norm()]
+        scaled_global_grad_norm = torch.linalg.vector_norm(torch.stack(norm_groups))
+        self.global_grad_norm = scaled_global_grad_norm / 1.0
+        single = torch._utils._flatten_dense_tensors(self.gpart_of).to(torch.float32)  # 1895-1915
+        self.fp32.grad = single
+        del single
+        self.fp32.grad.mul_(1. / 1.0)  # 2178-2187
+        self.opt.step()  # 972-989
+        self.flat.data.copy_(self.fp32.data)  # 2069-2077
+        self.fp32.grad = None  # _release_sub_group, 1943-1953
+        self.post_step_gather()
+        self.record = False  # step 2's reset_step completes the trace (ppc.py 248)
+
+    def norm(self):
+        """get_grad_norm_direct (1765-1823), norm_type 2"""
+        grad_norms = []
+        for g in self.gpart_of:
+            grad_norms.append(g.to("cpu", non_blocking=True).double().norm(2))
+        total_norm_cuda = torch.sum(torch.pow(torch.stack(grad_norms), 2))
+        total_norm = total_norm_cuda**(1. / 2.)
+        norm_is_inf = total_norm.isinf()
+        norm_is_nan = total_norm.isnan()
+        inf_or_nan = norm_is_nan.logical_or(norm_is_inf)
+        err = torch.tensor(-1.0, dtype=torch.float)
+        total_norm = inf_or_nan * err + inf_or_nan.logical_not() * total_norm
+        return total_norm
+
+
+def z3_replay(path, world, bucket=100000, steps=3):
+    """DeepSpeed's ZeRO-3 (Zero3) over the reference model with its
+    config's dropout and DeepSpeed's four hooks on every module, `steps`
+    steps of the engine (engine.py backward 2085-2152: loss.mean().detach()
+    logged as self.losses, stage 3's backward 2267-2287: loss.float() * 1.0
+    and its backward, the epilogue's reduction; step; self.losses None at
+    2278), everything from the model's construction on inside
+    torch.profiler: the live bytes between steps (after the last), each
+    step's peak and the phase where it falls."""
+    from torch.profiler import ProfilerActivity, profile
+    model, cfg = build(path, "config")
+    src = []
+    for p in model.parameters():
+        n = p.numel()
+        c = math.ceil(n / world)
+        t = torch.zeros(c * world)
+        t[:n].copy_(p.data.view(-1))
+        src.append(t)
+    del model
+    ids = torch.randint(0, cfg["vocab_size"], (2, 32))
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        hf_torch.mark("build")
+        model, cfg = build(path, "config")
+        labels = ids.clone()
+        data = ids.clone()
+        zo = Zero3(model, world, bucket, src)
+        install(model, zo.hook)
+        losses = None
+        for step in range(1, steps + 1):
+            hf_torch.mark(f"step:{step}")
+            hf_torch.mark("phase:forward")
+            outputs = model(data, labels)
+            loss = outputs[0]
+            mean_loss = loss.mean().detach()
+            losses = mean_loss
+            del mean_loss
+            scaled = loss.float() * 1.0
+            hf_torch.mark("phase:backward")
+            scaled.backward()
+            del scaled
+            zo.reduce()  # independent_gradient_partition_epilogue, 1131-1156
+            hf_torch.mark("phase:optimizer")
+            zo.step()
+            losses = None  # 2278
+            del loss
+            outputs = None
+            hf_torch.mark("phase:between")
+            hf_torch.mark(f"step:{step + 1}")
+    del losses
+    stream = hf_torch.replay(hf_torch.memory_events(prof))
+    peaks = [hf_torch.analyse_step(stream, s) for s in range(1, steps + 1)]
+    return dict(model=path, world=world, torch=torch.__version__, between=stream[-1][0],
+                peaks=[x["peak"] for x in peaks], phases=[x["phase"] for x in peaks],
+                starts=[x["start_bytes"] for x in peaks])
 
 
 def release_order(model, cfg, world):

@@ -15,8 +15,13 @@
 #    losses of 3 steps --wrapper ddp's bit for bit (N = 2: the final
 #    weights too; N = 3: the weights are stage 2's, the division by N
 #    before the sum);
+#  - built, the first step at N = 1 (a list of its own: a fetch there is
+#    a view): --steps 1 runs, theory = measure to the byte, the bytes
+#    before it the set-up's (12 S3 + 4 B + 1 and the buffers) and after it
+#    the steady state, Adam's state made by it, its loss a 3-step run's
+#    first;
 #  - not built, refused with one line (exit 2), by measure and theory
-#    alike, an existing --out left as it was: --steps 1 (DeepSpeed's
+#    alike, an existing --out left as it was: --steps 1 at N > 1 (DeepSpeed's
 #    first step gathers module by module) and a parameter that does not
 #    persist at N > 1;
 #  - the reading's PyTorch part, on real PyTorch 1.13: which gathered
@@ -35,12 +40,21 @@
 #    (tests/ds3_saved.py --hooks): the same hooks in the same order, each
 #    at the same bytes (62 on gpt2-tiny, 83 on llama-tiny, q/k/v_proj and
 #    gate/up_proj each its own);
+#  - DeepSpeed's ZeRO-3 replayed on PyTorch 1.13 in the same python
+#    process (tests/ds3_saved.py --z3 1,2,3: its allocations transcribed
+#    over the reference model with the four hooks on every module and a
+#    transcription of the coordinator's fetches and releases, rank 0 of N
+#    in one process, profiled from the model's construction on): the
+#    bytes between steps and the steady step's peak equal zerosim's
+#    measure's at N = 1, 2, 3, and at N = 1 the first step's peak and
+#    where it starts; PyTorch's first step at N > 1 printed (zerosim's is
+#    not built);
 #  - the saved weight.t() views zerosim's step keeps under those marks
 #    (tests/ag_events ds3=saved: each parameter whose storage a view made
 #    in forward holds into a backward op) against ds3_saved.py's list.
 # Not compared with DeepSpeed itself (not installable here).
 # PyTorch is looked for by tests/torch_python.sh; without it the PyTorch
-# part is skipped (exit 77 after the first passed). About 8 s.
+# part is skipped (exit 77 after the first passed). About 9 s.
 set -u
 top=${ZS_BUILDDIR:-.}
 src=${srcdir:-.}
@@ -144,6 +158,56 @@ for model in gpt2-tiny llama-tiny; do
 	done
 done
 
+# the first step at N = 1 (a list of its own: a fetch there is a view of
+# the partition, so step 1 differs from the steady step in what the client
+# Adam makes in its first step() and in _global_grad_norm, made by it):
+# --steps 1 runs, theory = measure to the byte; the bytes where its
+# forward starts are the set-up's alone, counted from the shapes (the flat
+# buffer, the fp32 partition and the gradient partitions, 12 S3; the
+# bucket 4 B; inf_or_nan_tracker 1; the model's buffers and the batch),
+# and after it the steady state (20 S3 + 4 B + 13 + the same: Adam's two
+# moments, its step and _global_grad_norm made by the step); its loss the
+# first of a 3-step run's, bit for bit
+for model in gpt2-tiny llama-tiny; do
+	if [ $model = gpt2-tiny ]; then sizes=$gpt2_n buf=$gpt2_buf; else sizes=$llama_n buf=$llama_buf; fi
+	S3=0
+	for n in $sizes; do S3=$((S3 + n)); done
+	m=$tmp/m1-$model.json t=$tmp/t1-$model.json m3=$tmp/m3-$model.json
+	# shellcheck disable=SC2086
+	"$zerosim" measure -q $ds $step --model "$models/$model.json" --schemes zero3 --world 1 --steps 1 --out "$m" ||
+		fail "measure $model zero3 N=1 --steps 1"
+	# shellcheck disable=SC2086
+	"$zerosim" theory $ds $step --model "$models/$model.json" --schemes zero3 --world 1 --steps 1 --out "$t" \
+		>/dev/null || fail "theory $model zero3 N=1 --steps 1"
+	out=$("$top/tests/json_agree" "$m" "$t") || fail "theory and measure differ, $model zero3 N=1 --steps 1: $out"
+	[ "$out" = "json_agree: 1 points agree exactly" ] || fail "$model zero3 N=1 --steps 1: $out"
+	# shellcheck disable=SC2086
+	"$zerosim" measure -q $ds $step --model "$models/$model.json" --schemes zero3 --world 1 --out "$m3" ||
+		fail "measure $model zero3 N=1"
+	before=$((12 * S3 + 4 * B + 1 + buf)) after=$((20 * S3 + 4 * B + 13 + buf))
+	out=$(python3 -c 'import json, sys
+def run(f):
+    d = json.load(open(f))
+    return d["runs"][0] if "runs" in d else d["rows"][0]["schedule"]
+m, t, m3 = (run(f) for f in sys.argv[1:4])
+before, after = int(sys.argv[4]), int(sys.argv[5])
+bad = []
+for who, x in (("measure", m), ("theory", t)):
+    if x["marks"].get("phase:forward") != before:
+        bad.append("%s: %s bytes where step 1 starts" % (who, x["marks"].get("phase:forward")))
+    if x["per_rank"]["resident_bytes"] != [after]:
+        bad.append("%s: %s bytes after step 1" % (who, x["per_rank"]["resident_bytes"]))
+if "first_step_peak" not in m or m.get("first_step_peak") != t.get("first_step_peak"):
+    bad.append("first_step_peak %s and %s" % (m.get("first_step_peak"), t.get("first_step_peak")))
+if m["losses"] != m3["losses"][:1]:
+    bad.append("loss %s, a 3-step run'"'"'s first %s" % (m["losses"], m3["losses"][:1]))
+print("; ".join(bad))' "$m" "$t" "$m3" $before $after 2>&1 || echo "cannot read $m")
+	[ -z "$out" ] || fail "$model zero3 N=1 --steps 1: $out (by hand: 12 x $S3 + 4 x $B + 1 + $buf = $before before," \
+		"20 x $S3 + 4 x $B + 13 + $buf = $after after)"
+	echo "ok: $model zero3 N=1 --steps 1: theory = measure to the byte, $before bytes before the step and $after" \
+		"after (Adam's state made by it), the 3-step run's first loss"
+done
+
 keep=$tmp/keep.json
 echo kept >"$keep"
 n=0
@@ -178,7 +242,48 @@ name=ds3_torch
 . "$src/tests/torch_python.sh"
 for model in gpt2-tiny llama-tiny; do
 	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$src/tests" "$py" "$src/tests/ds3_saved.py" "$models/$model.json" \
-		--hooks "$tmp/hooks-torch" >"$tmp/got" 2>"$tmp/err" || { cat "$tmp/err" >&2; fail "tests/ds3_saved.py $model"; }
+		--hooks "$tmp/hooks-torch" --z3 1,2,3 --z3-out "$tmp/z3-$model" >"$tmp/got" 2>"$tmp/err" ||
+		{ cat "$tmp/err" >&2; fail "tests/ds3_saved.py $model"; }
+	# DeepSpeed's ZeRO-3 replayed on PyTorch 1.13 (tests/ds3_saved.py
+	# --z3: its allocations transcribed over the reference model with the
+	# four hooks on every module, 2 steps profiled from the model's
+	# construction on) against zerosim's measure: the bytes between steps
+	# and the steady step's peak on rank 0 at N = 1, 2, 3, and at N = 1
+	# the first step's (first_step_peak; the bytes where it starts, the
+	# set-up's). At N > 1 zerosim's step 1 is the steady step (--steps 1
+	# refused): PyTorch's first step is printed, not compared.
+	out=$(python3 -c 'import json, sys
+def run(f):
+    d = json.load(open(f))
+    return d["runs"][0]
+z3 = {r["world"]: r for r in map(json.loads, open(sys.argv[1]))}
+zs = {1: run(sys.argv[2]), 2: run(sys.argv[3]), 3: run(sys.argv[4])}
+one = run(sys.argv[5])
+bad, say = [], []
+for N in (1, 2, 3):
+    t, m = z3.get(N), zs[N]
+    if t is None:
+        bad.append("no PyTorch run at N = %d" % N)
+        continue
+    got = (m["per_rank"]["resident_bytes"][0], m["per_rank"]["peak_bytes"][0])
+    want = (t["between"], t["peaks"][1])
+    if got != want:
+        bad.append("N = %d: zerosim %d between, %d peak; PyTorch %d, %d" % ((N,) + got + want))
+    say.append("N = %d: %d between, %d peak (%s)" % (N, want[0], want[1], t["phases"][1]))
+    if N == 1:
+        got1 = (one["marks"].get("phase:forward"), m.get("first_step_peak"))
+        want1 = (t["starts"][0], t["peaks"][0])
+        if got1 != want1:
+            bad.append("N = 1, step 1: zerosim starts at %s, peaks at %s; PyTorch %d, %d" % (got1 + want1))
+        say.append("step 1 from %d, peak %d" % want1)
+    else:
+        say.append("step 1 from %d, peak %d, not compared" % (t["starts"][0], t["peaks"][0]))
+print("; ".join(bad) if bad else "ok " + "; ".join(say))' "$tmp/z3-$model" "$tmp/m3-$model.json" \
+		"$tmp/m-$model-2.json" "$tmp/m-$model-3.json" "$tmp/m1-$model.json" 2>&1)
+	case $out in
+	"ok "*) echo "ok: $model zero3 on PyTorch 1.13 (DeepSpeed replayed) = zerosim: ${out#ok }" ;;
+	*) fail "$model: zerosim's ZeRO-3 and PyTorch 1.13 replaying DeepSpeed's differ: $out" ;;
+	esac
 	# the expected list from the config alone: each weight F.linear reads
 	# (the head's, the tied table's on gpt2), saved as its transpose
 	python3 - "$models/$model.json" >"$tmp/want" <<'EOF' || fail "the expected list of $model"

@@ -339,6 +339,26 @@ void ag_ds_first_step(struct ag_pass *p, uint32_t am, uint32_t av, uint32_t aste
 	agp_take(p, &p->s->first_step, &p->s->nfirst);
 }
 
+struct ag_event *ag_ds_plain_keep(struct ag_step *s, size_t *n)
+{
+	free(s->first_step);
+	s->first_step = NULL;
+	s->nfirst = 0;
+	*n = s->nevents;
+	struct ag_event *plain = zs_malloc((*n ? *n : 1) * sizeof *plain);
+	memcpy(plain, s->event, *n * sizeof *plain);
+	return plain;
+}
+
+void ag_ds_plain_step1(struct ag_step *s, struct ag_event **plain, size_t n)
+{
+	s->step1 = s->event;
+	s->nstep1 = s->nevents;
+	s->event = *plain;
+	s->nevents = n;
+	*plain = NULL;
+}
+
 /* The client Adam over one partition (ag_ds_adam_step); first: its first
  * step() (torch.optim.Adam's lazy state, step, exp_avg and exp_avg_sq
  * made and zeroed before the update: ag_optimizer_first_events). */
@@ -359,9 +379,9 @@ static size_t adam_step(struct ag_pass *p, const struct ag_options *o, const str
 	return at;
 }
 
-size_t ag_ds_adam_step(struct ag_pass *p, const struct ag_options *o, const struct ag_param_state *ps)
+size_t ag_ds_adam_step(struct ag_pass *p, const struct ag_options *o, const struct ag_param_state *ps, int first)
 {
-	return adam_step(p, o, ps, 0);
+	return adam_step(p, o, ps, first);
 }
 
 void ag_ds_walk_begin(struct ag_ds_walk *wk, struct ag_pass *p, const struct ag_ds_params *pp, uint32_t at_backward,
@@ -1045,20 +1065,12 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 	 * step; both written from the plain loop's steady list (kept for the
 	 * second), no first_step prefix (the plain loop's Adam state is not
 	 * the engine's) */
-	free(s->first_step);
-	s->first_step = NULL;
-	s->nfirst = 0;
 	const struct ds_state st = {.fp32p = fp32p, .am = am, .av = av, .astep = astep, .gnorm = gnorm};
-	size_t nplain = s->nevents;
-	struct ag_event *plain = zs_malloc((nplain ? nplain : 1) * sizeof *plain);
-	memcpy(plain, s->event, nplain * sizeof *plain);
+	size_t nplain;
+	struct ag_event *plain = ag_ds_plain_keep(s, &nplain);
 	rc = ds_step(d, &pp, o, stage2, &st, 1, cause);
 	if (rc == 0) {
-		s->step1 = s->event;
-		s->nstep1 = s->nevents;
-		s->event = plain;
-		s->nevents = nplain;
-		plain = NULL;
+		ag_ds_plain_step1(s, &plain, nplain);
 		rc = ds_step(d, &pp, o, stage2, &st, 0, cause);
 	}
 	free(plain);

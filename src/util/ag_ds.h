@@ -98,12 +98,21 @@ struct ag_ds_scaler {
  * (0-dim, of dtype norm), kept from one step to the next. */
 void ag_ds_adam_state(struct ag_pass *p, uint64_t n, enum ag_dtype norm, uint32_t *am, uint32_t *av, uint32_t *astep,
                       uint32_t *gnorm);
-/* The first step's own list (s->first_step): Adam's state, and a
- * _global_grad_norm for the steady step to replace. */
+/* The first step's prefix (s->first_step): Adam's state, and a
+ * _global_grad_norm for the steady step to replace (ZeRO-3 at N > 1,
+ * whose run's step 1 is the steady step). */
 void ag_ds_first_step(struct ag_pass *p, uint32_t am, uint32_t av, uint32_t astep, uint32_t gnorm);
+/* The run's first step as a list of its own (both passes): the plain
+ * loop's steady list (s->event) copied for the steady step's pass, n its
+ * events, and s->first_step dropped (the plain loop's Adam state is not
+ * the engine's); then, once the first step's list is written into
+ * s->event, it becomes s->step1 and *plain s->event again (*plain NULL). */
+struct ag_event *ag_ds_plain_keep(struct ag_step *s, size_t *n);
+void ag_ds_plain_step1(struct ag_step *s, struct ag_event **plain, size_t n);
 /* The client Adam over one partition, its mark left out (the step's is
- * the caller's): where its events start. */
-size_t ag_ds_adam_step(struct ag_pass *p, const struct ag_options *o, const struct ag_param_state *ps);
+ * the caller's): where its events start. first: its first step() (the
+ * lazy state made and zeroed before the update; ZeRO-3's step 1 at N = 1). */
+size_t ag_ds_adam_step(struct ag_pass *p, const struct ag_options *o, const struct ag_param_state *ps, int first);
 /* The walk over the plain loop's step that both passes make (ZeRO-1/2's
  * and ZeRO-3's): the events it copies, the gradients as backward makes
  * them (each parameter's storage gs[k] and tensor gt[k] at its first

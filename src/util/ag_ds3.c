@@ -219,7 +219,7 @@ static void ipg_add(struct ds3 *d, size_t k, uint32_t g, uint32_t gs, enum zs_ph
  * and step()'s own norm (2099-2103); the values are stand-ins (no later
  * op reads them at gradient_clipping 0). Returns the storages that live
  * until step() returns (norm_groups' one and scaled_global_grad_norm). */
-static void norm(struct ds3 *d, uint32_t gnorm, uint32_t keep[2], enum zs_phase po)
+static void norm(struct ds3 *d, uint32_t gnorm, uint32_t keep[2], int first, enum zs_phase po)
 {
 	struct ag_pass *p = d->p;
 	uint32_t *nrm = zs_malloc(d->n * sizeof *nrm);
@@ -266,10 +266,17 @@ static void norm(struct ds3 *d, uint32_t gnorm, uint32_t keep[2], enum zs_phase 
 	uint32_t vn = ag_ds_made(p, "linalg_vector_norm (scaled_global_grad_norm)", AG_F64, 0, 1, ZS_CAT_SCRATCH, 0, po);
 	agp_free(p, st1, po);
 	uint32_t wn = ag_ds_made(p, "scalar (wrapped number: loss_scale)", AG_F64, 0, 1, ZS_CAT_SCRATCH, 1.0, po);
-	uint32_t q = ag_ds_made(p, "div (scaled_global_grad_norm / loss_scale)", AG_F64, 0, 1, ZS_CAT_SCRATCH, 0, po);
-	agp_free(p, wn, po);
-	agp_op(p, po, AG_OP_COPY, q, gnorm); /* the new one kept, the old one gone */
-	agp_free(p, q, po);
+	if (first) { /* the first: no tensor before it (the Python 0. of 191) */
+		agp_alloc(p, gnorm, po);
+		agp_op(p, po, AG_OP_FILL, NO, gnorm)->arg[0] = 0;
+		agp_free(p, wn, po);
+	} else {
+		uint32_t q = ag_ds_made(p, "div (scaled_global_grad_norm / loss_scale)", AG_F64, 0, 1, ZS_CAT_SCRATCH, 0,
+		                        po);
+		agp_free(p, wn, po);
+		agp_op(p, po, AG_OP_COPY, q, gnorm); /* the new one kept, the old one gone */
+		agp_free(p, q, po);
+	}
 	keep[0] = bl;
 	keep[1] = vn;
 }
@@ -286,6 +293,83 @@ static void post_step_gather(struct ds3 *d, enum zs_phase ph)
 		agp_alloc(d->p, d->gath[k], ph);
 	for (size_t k = 0; k < d->n; k++)
 		agp_op(d->p, ph, AG_OP_ALL_GATHER, ag_ds_view(d->p, d->flat, d->po[k], d->c[k]), d->gath[k]);
+}
+
+/* The state a step's list is written with (ds3_step). */
+struct ds3_state {
+	uint32_t fp32p, am, av, astep, gnorm;
+};
+
+/* One step's list into s->event, from the plain loop's steady list there.
+ * first: the run's first step (ag_step.step1, at N = 1 so far), which
+ * differs from the steady step in what the client Adam and the optimizer
+ * make once: Adam's state, made by its first step() (torch/optim/adam.py,
+ * 1.13's 202-222, inside _optimizer_step, 972-989), and _global_grad_norm,
+ * a Python float 0. (191) until the first step() makes the tensor
+ * (step()'s norm, 2099-2103) that later steps replace. 0, or -2 (an internal error). */
+static int ds3_step(struct ds3 *d, const struct ag_ds_params *pp, const struct ag_options *o,
+                    const struct ds3_state *sv, int first, char **cause)
+{
+	struct ag_pass *p = d->p;
+	const unsigned world = d->N;
+	const uint32_t fp32p = sv->fp32p, am = sv->am, av = sv->av, astep = sv->astep, gnorm = sv->gnorm;
+	const uint64_t S3 = d->S3;
+	int rc;
+	/* the step. Stage 3's backward (2267-2287): loss_scaler.backward of
+	 * loss.float() (the loss itself in fp32); the bucket is the set-up's */
+	struct ag_ds_walk wk;
+	ag_ds_walk_begin(&wk, p, pp, NO, 1, 1);
+	const struct ag_event *e;
+	size_t kg;
+	while ((rc = ag_ds_next(&wk, &e, &kg, cause)) == 1) {
+		if (e->kind == AG_EV_GRAD_READY) {
+			ipg_add(d, kg, wk.put_t, wk.put_s, e->phase);
+			continue;
+		}
+		/* the optimizer's mark: engine.py allreduce_gradients (2048-2053) -> the
+		 * epilogue (1131-1156): the rest reduced;
+		 * averaged_gradients the partitions' narrows */
+		reduce(d, ZS_PH_BACKWARD);
+		ag_ds_backward_returns(&wk, ZS_PH_BACKWARD);
+		agp_copy(p, e);
+		/* step (2086-2148): _partition_all_parameters (2457-2458 ->
+		 * po.py 185-192 -> ppc.py release_and_reset_all, 444-457:
+		 * every parameter released, in the model's order, persistent
+		 * ones too; nothing at N = 1), the norms */
+		const enum zs_phase po = ZS_PH_OPTIMIZER;
+		for (size_t k = 0; world > 1 && k < d->n; k++)
+			agp_free(p, d->gath[k], po);
+		uint32_t keep[2];
+		norm(d, gnorm, keep, first, po);
+		/* _prepare_fp32_grad_for_sub_group (1895-1915): flatten
+		 * of the narrows (a cat; the narrow itself where there
+		 * is one); unscale_and_clip_grads' mul_(1. / 1.0)
+		 * (2178-2187); the client Adam (972-989); lp_param_buffer
+		 * copied from the fp32 partition (2069-2077);
+		 * _release_sub_group drops the cat (1943-1953) */
+		uint32_t g = d->gpart, cat = NO;
+		if (d->n > 1) {
+			g = cat = agp_storage(p, "cat (single_grad_partition)", AG_F32, S3, 0, ZS_CAT_GRAD32);
+			p->s->tensor[cat].role = AG_ROLE_GRAD;
+			agp_alloc(p, cat, po);
+			for (size_t k = 0; k < d->n; k++)
+				agp_op(p, po, AG_OP_COPY, ag_ds_view(p, d->gpart, d->po[k], d->c[k]),
+				       ag_ds_view(p, cat, d->po[k], d->c[k]));
+		}
+		agp_scalar_inplace(p, AG_OP_MUL_SCALAR_, g, 1.0, po);
+		ag_ds_adam_step(p, o, &(struct ag_param_state){fp32p, g, am, av, astep}, first);
+		agp_op(p, po, AG_OP_COPY, fp32p, d->flat);
+		if (cat != NO)
+			agp_free(p, cat, po);
+		/* _post_step's gather of the persistent parameters: views
+		 * at N = 1 (pp.py 1795-1798); step() returns */
+		if (world > 1)
+			post_step_gather(d, po);
+		agp_free(p, keep[0], po);
+		agp_free(p, keep[1], po);
+	}
+	rc = ag_ds_walk_end(&wk, rc, cause);
+	return rc;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -443,62 +527,31 @@ int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 	if (world > 1)
 		post_step_gather(d, ph0);
 	agp_take(p, &s->setup, &s->nsetup);
-	ag_ds_first_step(p, am, av, astep, gnorm);
-
-	/* the step. Stage 3's backward (2267-2287): loss_scaler.backward of
-	 * loss.float() (the loss itself in fp32); the bucket is the set-up's */
-	struct ag_ds_walk wk;
-	ag_ds_walk_begin(&wk, p, &pp, NO, 1, 1);
-	const struct ag_event *e;
-	size_t kg;
-	while ((rc = ag_ds_next(&wk, &e, &kg, cause)) == 1) {
-		if (e->kind == AG_EV_GRAD_READY) {
-			ipg_add(d, kg, wk.put_t, wk.put_s, e->phase);
-			continue;
+	const struct ds3_state st = {.fp32p = fp32p, .am = am, .av = av, .astep = astep, .gnorm = gnorm};
+	if (world > 1) {
+		/* N > 1: the run's step 1 is the steady step over the set-up's
+		 * gathered copies, Adam's state made before it (first_step) */
+		ag_ds_first_step(p, am, av, astep, gnorm);
+		rc = ds3_step(d, &pp, o, &st, 0, cause);
+	} else {
+		/* N = 1: the run's first step, a list of its own (ag_step.step1:
+		 * Adam's state and _global_grad_norm made in it), then the steady
+		 * step, both written from the plain loop's steady list; no
+		 * first_step prefix. A fetch at N = 1 allocates nothing
+		 * (_no_gather_coalesced, pp.py 1205-1206, 810-820: param.data a
+		 * view of its partition) and a release frees nothing (free_param
+		 * swaps a view for an empty(0)), so step 1's forward and backward
+		 * are the steady step's: the coordinator's RECORD (ppc.py
+		 * 254) and its trace change no byte here. */
+		size_t nplain;
+		struct ag_event *plain = ag_ds_plain_keep(s, &nplain);
+		rc = ds3_step(d, &pp, o, &st, 1, cause);
+		if (rc == 0) {
+			ag_ds_plain_step1(s, &plain, nplain);
+			rc = ds3_step(d, &pp, o, &st, 0, cause);
 		}
-		/* the optimizer's mark: engine.py allreduce_gradients (2048-2053) -> the
-		 * epilogue (1131-1156): the rest reduced;
-		 * averaged_gradients the partitions' narrows */
-		reduce(d, ZS_PH_BACKWARD);
-		ag_ds_backward_returns(&wk, ZS_PH_BACKWARD);
-		agp_copy(p, e);
-		/* step (2086-2148): _partition_all_parameters (2457-2458 ->
-		 * po.py 185-192 -> ppc.py release_and_reset_all, 444-457:
-		 * every parameter released, in the model's order, persistent
-		 * ones too; nothing at N = 1), the norms */
-		const enum zs_phase po = ZS_PH_OPTIMIZER;
-		for (size_t k = 0; world > 1 && k < d->n; k++)
-			agp_free(p, d->gath[k], po);
-		uint32_t keep[2];
-		norm(d, gnorm, keep, po);
-		/* _prepare_fp32_grad_for_sub_group (1895-1915): flatten
-		 * of the narrows (a cat; the narrow itself where there
-		 * is one); unscale_and_clip_grads' mul_(1. / 1.0)
-		 * (2178-2187); the client Adam (972-989); lp_param_buffer
-		 * copied from the fp32 partition (2069-2077);
-		 * _release_sub_group drops the cat (1943-1953) */
-		uint32_t g = d->gpart, cat = NO;
-		if (d->n > 1) {
-			g = cat = agp_storage(p, "cat (single_grad_partition)", AG_F32, S3, 0, ZS_CAT_GRAD32);
-			p->s->tensor[cat].role = AG_ROLE_GRAD;
-			agp_alloc(p, cat, po);
-			for (size_t k = 0; k < d->n; k++)
-				agp_op(p, po, AG_OP_COPY, ag_ds_view(p, d->gpart, d->po[k], d->c[k]),
-				       ag_ds_view(p, cat, d->po[k], d->c[k]));
-		}
-		agp_scalar_inplace(p, AG_OP_MUL_SCALAR_, g, 1.0, po);
-		ag_ds_adam_step(p, o, &(struct ag_param_state){fp32p, g, am, av, astep});
-		agp_op(p, po, AG_OP_COPY, fp32p, d->flat);
-		if (cat != NO)
-			agp_free(p, cat, po);
-		/* _post_step's gather of the persistent parameters: views
-		 * at N = 1 (pp.py 1795-1798); step() returns */
-		if (world > 1)
-			post_step_gather(d, po);
-		agp_free(p, keep[0], po);
-		agp_free(p, keep[1], po);
+		free(plain);
 	}
-	rc = ag_ds_walk_end(&wk, rc, cause);
 	free(orig);
 out:
 	ag_ds_params_free(&pp);

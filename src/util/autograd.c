@@ -7370,10 +7370,15 @@ const char *ag_step1_lacking(const struct zs_config *c)
 	 * PEFT's adapter units too (util/ag_fsdp.c, held to step_peaks[0] by
 	 * tests/hf_torch.sh, ft_fsdp.sh and ft_fsdp_lora.sh); DeepSpeed's
 	 * ZeRO-1 and 2 (util/ag_ds.c writes its own from the steady list,
-	 * held to step_peaks[0] by tests/ds_bf16_torch.sh); ZeRO-3's pass
-	 * rewrites the steady list alone (util/ag_ds3.c) */
+	 * held to step_peaks[0] by tests/ds_bf16_torch.sh); ZeRO-3's at N = 1
+	 * (util/ag_ds3.c writes it: a fetch there is a view, so step 1 differs
+	 * in Adam's state and _global_grad_norm alone); at N > 1 the pass
+	 * rewrites the steady list alone (DeepSpeed's step 1 gathers module by
+	 * module before its trace is complete: not built) */
 	if (c->wrapper == ZS_WRAPPER_DEEPSPEED && c->nschemes > 0 && c->schemes[0] == ZS_ZERO3)
-		return "--wrapper deepspeed --schemes zero3";
+		for (size_t i = 0; i < c->nworld; i++)
+			if (c->world[i] > 1)
+				return "--wrapper deepspeed --schemes zero3";
 	return NULL;
 }
 
