@@ -123,6 +123,15 @@ refuse "--torch-version 1.13" "bitsandbytes 0.47.0 needs torch >= 2.2" --lora-r 
 	--torch-version 1.13
 refuse "--precision amp-fp16" "QLoRA under float16 autocast is not described yet" --lora-r 4 --quant-base nf4 \
 	--precision amp-fp16
+# --load-dtype bf16 (QLoRA's bf16 recipe): the plain loop without autocast so far
+refuse "--load-dtype bf16 without --quant-base" "only with --quant-base nf4" --lora-r 4 --load-dtype bf16
+refuse "--load-dtype fp16" "not one of fp32, bf16" --lora-r 4 --quant-base nf4 --load-dtype fp16
+refuse "--load-dtype bf16 under DDP" "--load-dtype bf16 under --framework torch --wrapper ddp: not described yet" \
+	--lora-r 4 --quant-base nf4 --load-dtype bf16 --wrapper ddp --world 2
+refuse "--load-dtype bf16 under FSDP" "--wrapper fsdp: not described yet" --lora-r 4 --quant-base nf4 \
+	--load-dtype bf16 --wrapper fsdp --world 2 --schemes zero3
+refuse "--load-dtype bf16 under autocast" "autocast over a bf16-loaded model is not described yet" --lora-r 4 \
+	--quant-base nf4 --load-dtype bf16 --precision amp-bf16
 # gpt2 under autocast: Linear4bit hands c_attn's result back in fp32, and
 # c_proj's bf16 input would cast its bias to bf16 for good (bitsandbytes
 # 0.47.0 nn/modules.py line 551)
@@ -167,7 +176,7 @@ while IFS=';' read -r label m zg K args; do
 		fi
 	done
 	# the same LoRA run with its base in fp32 (drop the quantization options)
-	base=$(echo "$args" | sed 's/--quant-base nf4//; s/--double-quant on//')
+	base=$(echo "$args" | sed 's/--quant-base nf4//; s/--double-quant on//; s/--load-dtype bf16//')
 	# shellcheck disable=SC2086
 	if ! "$zerosim" theory --model "$tmp/$m.json" $plain --steps 3 --zero-grad "$zg" --grad-accum "$K" $base \
 		--out "$tmp/fp32.json" 2>"$tmp/err"; then
@@ -221,6 +230,14 @@ for o, k in layers:
     b = -(-n // 64)
     held += n // 2 + 64 + (b + 4 * -(-b // 256) + 4 + 1024 if dq else 4 * b)
 want = f["resident_bytes"] - 4 * n_all + held
+# loaded in bf16 (--load-dtype bf16): the parameters that are not base
+# linear weights (embeddings, head, norms: biases none in llama) 2 B an
+# element, not 4; the adapters fp32 (PEFT's autocast_adapter_dtype) and
+# inv_freq fp32, as in the fp32 run
+if "loaded in bf16" in label:
+    V, L = cfg["vocab_size"], cfg["num_hidden_layers"]
+    other = V * d * (1 if cfg.get("tie_word_embeddings") else 2) + (2 * L + 1) * d
+    want -= 2 * other
 # FSDP (FULL_SHARD, N ranks): each block's unit flattens its base linear
 # weights (fp32: 4 B an element; 4-bit: the codes as quant_storage
 # float32, n / 8 elements) with the block's other parameters (norms,
@@ -328,6 +345,8 @@ zero1 N = 2: llama, q_proj + v_proj, zeros;llama;zeros;1;--lora-r 4 --quant-base
 zero1 N = 2: llama, all-linear, double quant, K = 2;llama;none;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --wrapper ddp --world 2 --schemes zero1
 zero1 N = 3: gpt2, c_attn, set_to_none;gpt2;none;1;--lora-r 4 --quant-base nf4 --wrapper ddp --world 3 --schemes zero1
 zero1 N = 2: phi3, all-linear (fused), double quant;phi3;zeros;1;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --wrapper ddp --world 2 --schemes zero1
+loaded in bf16: llama, q_proj + v_proj, zeros;llama;zeros;1;--lora-r 4 --quant-base nf4 --load-dtype bf16
+loaded in bf16: llama, all-linear, set_to_none, double quant, K = 2;llama;none;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --load-dtype bf16
 checkpointed zero1 N = 2: gpt2, all-linear, K = 2;gpt2;zeros;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --recompute full --wrapper ddp --world 2 --schemes zero1
 autocast: llama, q_proj + v_proj, zeros, double quant;llama;zeros;1;--lora-r 4 --quant-base nf4 --double-quant on --precision amp-bf16
 autocast: DDP N = 2: llama, all-linear, double quant, K = 2;llama;none;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --precision amp-bf16 --wrapper ddp --world 2
