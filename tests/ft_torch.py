@@ -1102,11 +1102,13 @@ def main():
         ap.error("--fsdp and --zero1: one wrapper a run")
     if a.quant_base == "nf4" and (not a.lora_r or a.case or (a.world > 1 and not a.fsdp) or H.TV < (2, 2)):
         ap.error("--quant-base nf4: with --lora-r, one rank or --fsdp, no --case, PyTorch >= 2.2 (bitsandbytes 0.47.0)")
-    if a.load_dtype == "bf16" and (a.quant_base != "nf4" or a.amp != "none" or a.case or a.world > 1):
-        ap.error("--load-dtype bf16: only with --quant-base nf4, one rank, no --amp, no --case")
+    if a.load_dtype == "bf16" and (a.quant_base != "nf4" or a.amp != "none" or a.case or (a.world > 1 and not a.fsdp)):
+        ap.error("--load-dtype bf16: only with --quant-base nf4, one rank or --fsdp, no --amp, no --case")
     if a.quant_storage and a.quant_base != "nf4":
         ap.error("--quant-storage: only with --quant-base nf4")
-    a.quant_storage = a.quant_storage or ("float32" if a.fsdp else "uint8")
+    # (under --fsdp the model's dtype, as PEFT's examples/sft/utils.py
+    # lines 102-112 tie them: bfloat16 where it is loaded in bf16)
+    a.quant_storage = a.quant_storage or (("bfloat16" if a.load_dtype == "bf16" else "float32") if a.fsdp else "uint8")
     if a.double_quant and a.quant_base != "nf4":
         ap.error("--double-quant: only with --quant-base nf4")
     a.double_quant = a.double_quant == "on"

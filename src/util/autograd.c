@@ -3281,10 +3281,19 @@ static void q4_quantize(struct bld *b, struct model *M, size_t w)
 	 * "QLoRA under FSDP"): the CUDA kernel's output (n + 1) / 8 of them
 	 * (backends/cuda/ops.py line 320), the same n / 2 bytes where 8
 	 * divides n; util/ag_fsdp.c flattens them into the block's unit */
-	if (b->o->fsdp_unit_marks && n % 8)
-		unsupported(b, "--quant-base nf4 under --wrapper fsdp with a base layer of elements not a multiple of 8 "
-		               "(quant_storage float32's (n + 1) // 8 elements would not hold its codes)");
-	s->packed = b->o->fsdp_unit_marks ? q4_storage(b, q, AG_Q4_CODES, AG_F32, 2, SH((n + 1) / 8, 1))
+	/* (loaded in bf16, --load-dtype bf16, the storage is bfloat16, the
+	 * model's dtype as PEFT's examples/sft/utils.py lines 102-112 set it:
+	 * (n + 1) / 4 elements, the same n / 2 bytes where 4 divides n) */
+	enum ag_dtype qsdt = b->o->mdt;
+	uint64_t per = 2 * ag_dtype_size(qsdt);
+	if (b->o->fsdp_unit_marks && n % per)
+		unsupported(b, qsdt == AG_F32 ? "--quant-base nf4 under --wrapper fsdp with a base layer of elements not a "
+		                                "multiple of 8 (quant_storage float32's (n + 1) // 8 elements would not "
+		                                "hold its codes)"
+		                              : "--quant-base nf4 under --wrapper fsdp with a base layer of elements not a "
+		                                "multiple of 4 (quant_storage bfloat16's (n + 1) // 4 elements would not "
+		                                "hold its codes)");
+	s->packed = b->o->fsdp_unit_marks ? q4_storage(b, q, AG_Q4_CODES, qsdt, 2, SH((n + 1) / per, 1))
 	                                  : q4_storage(b, q, AG_Q4_CODES, AG_U8, 2, SH((n + 1) / 2, 1));
 	T absmax = q4_storage(b, q, "quantize_4bit (absmax)", AG_F32, 1, SH(blocks));
 	op(b, AG_OP_NF4_QUANTIZE, src, NO, NO, s->packed, absmax, NO);
