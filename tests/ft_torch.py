@@ -67,8 +67,8 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    model (peft/utils/constants.py v0.20.0: gpt2 c_attn line
                    69, llama q_proj,v_proj line 83).
   --quant-base nf4 [--double-quant on|off] [--quant-storage S]
-                   with --lora-r (one rank or --fsdp, PyTorch >= 2.2, no
-                   --case):
+                   with --lora-r (one rank, DDP or --fsdp, PyTorch >= 2.2,
+                   no --case):
                    QLoRA's 4-bit base, bitsandbytes 0.47.0's Linear4bit
                    written op by op (bitsandbytes does not install here;
                    see Linear4bit, MatMul4Bit, dequantize_4bit), every
@@ -83,6 +83,13 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    model's dtype, as FSDP-QLoRA sets it, so that FSDP
                    flattens them into its units with the rest: uint8 there
                    is FSDP's "Cannot flatten integer dtype tensors").
+  --load-dtype bf16
+                   with --quant-base nf4: QLoRA's bf16 recipe, the model
+                   built under the bf16 default dtype (from_pretrained(
+                   torch_dtype=torch.bfloat16)), each 4-bit layer quantized
+                   from its bf16 weight, compute dtype bf16, the adapters
+                   fp32, oneDNN off (as under --amp); under --fsdp the
+                   codes as bfloat16 elements (quant_storage bfloat16)
   --amp bf16       each micro-step's forward under torch.autocast("cpu",
                    bfloat16), as hf_torch.py --amp bf16 (oneDNN off, as
                    there); the loss's division by K and backward outside the
@@ -1100,10 +1107,10 @@ def main():
         ap.error("--fsdp shards over --world N >= 2 ranks")
     if a.fsdp and a.zero1:
         ap.error("--fsdp and --zero1: one wrapper a run")
-    if a.quant_base == "nf4" and (not a.lora_r or a.case or (a.world > 1 and not a.fsdp) or H.TV < (2, 2)):
-        ap.error("--quant-base nf4: with --lora-r, one rank or --fsdp, no --case, PyTorch >= 2.2 (bitsandbytes 0.47.0)")
-    if a.load_dtype == "bf16" and (a.quant_base != "nf4" or a.amp != "none" or a.case or (a.world > 1 and not a.fsdp)):
-        ap.error("--load-dtype bf16: only with --quant-base nf4, one rank or --fsdp, no --amp, no --case")
+    if a.quant_base == "nf4" and (not a.lora_r or a.case or H.TV < (2, 2)):
+        ap.error("--quant-base nf4: with --lora-r, no --case, PyTorch >= 2.2 (bitsandbytes 0.47.0)")
+    if a.load_dtype == "bf16" and (a.quant_base != "nf4" or a.amp != "none" or a.case):
+        ap.error("--load-dtype bf16: only with --quant-base nf4, no --amp, no --case")
     if a.quant_storage and a.quant_base != "nf4":
         ap.error("--quant-storage: only with --quant-base nf4")
     # (under --fsdp the model's dtype, as PEFT's examples/sft/utils.py

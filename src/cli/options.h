@@ -177,7 +177,9 @@ struct zs_opt {
 	"                         bf16 (with --quant-base nf4: QLoRA's bf16 recipe;\n" \
 	"                         norms, embeddings, head and activations bf16, the\n" \
 	"                         weight dequantized into bf16, the adapters fp32;\n" \
-	"                         --wrapper none, --precision fp32: no autocast)\n"
+	"                         --wrapper none, ddp (dp) or fsdp, whose units\n" \
+	"                         flatten the codes as bf16 elements; --precision\n" \
+	"                         fp32: no autocast)\n"
 
 /* Every command has these. */
 #define ZS_OPTS_STANDARD \

@@ -7412,6 +7412,10 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 			return refuse(cause, "--model %s: DeepSpeed's ZeRO-3 module marks over %s are not described yet",
 			              m->name, no);
 	}
+	/* --load-dtype bf16: the plain loop, DDP and FSDP, checked against
+	 * 2.6's allocator (tests/ft_lora.sh, ft_fsdp_lora.sh torch26) */
+	if (o->load_bf16 && o->zero1_world)
+		return refuse(cause, "--load-dtype bf16 with ZeroRedundancyOptimizer is not described yet (give --schemes dp)");
 	if (o->optimizer != ZS_ADAM)
 		return refuse(cause, "--optimizer: the PyTorch step describes Adam only");
 	/* --torch-device cuda: the plain loop's step with the CUDA rules, each
