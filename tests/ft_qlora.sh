@@ -399,4 +399,21 @@ print(("ok" if ok else "FAIL") + f": loaded in bf16, llama all-linear N = 2: FSD
       + ("equal to" if ok else "against") + f" DDP's {a}")
 sys.exit(0 if ok else 1)
 PY
+# and the report, whose QLoRA terms are the fp32-loaded model's, refuses
+# such a file in one line (exit 2, nothing written)
+# shellcheck disable=SC2086
+"$zerosim" theory --model "$tmp/llama.json" $plain --lora-r 4 --quant-base nf4 --load-dtype bf16 \
+	--out "$tmp/bf16-t.json" 2>"$tmp/err" && "$zerosim" measure -q --layers 16,32,16 --world 1 --out "$tmp/mlp-m.json" &&
+	"$zerosim" theory --layers 16,32,16 --world 1 --out "$tmp/mlp-t.json" >/dev/null 2>&1 ||
+	{ echo "ft_qlora: FAIL: zerosim theory for the report: $(cat "$tmp/err")" >&2; exit 99; }
+ZEROSIM_DATADIR=${srcdir:-.} "$zerosim" report --no-render --measured "$tmp/mlp-m.json" --theory "$tmp/mlp-t.json" \
+	--transformer "$tmp/bf16-t.json" --out "$tmp/rep" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/rep" ] ||
+	! grep -q "a model loaded in bf16 is not in the report yet" "$tmp/err"; then
+	echo "FAIL: report of a model loaded in bf16: exit $rc, stderr: $(cat "$tmp/err")"
+	status=1
+else
+	echo "ok: report of a model loaded in bf16: $(cat "$tmp/err")"
+fi
 exit $status
