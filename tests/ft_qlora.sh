@@ -139,6 +139,12 @@ refuse "--load-dtype bf16 under DeepSpeed" "--load-dtype bf16 under --framework 
 	--lora-r 4 --quant-base nf4 --load-dtype bf16 --framework deepspeed --wrapper deepspeed --world 2 --schemes zero1
 refuse "--load-dtype bf16 under autocast" "autocast over a bf16-loaded model is not described yet" --lora-r 4 \
 	--quant-base nf4 --load-dtype bf16 --precision amp-bf16
+refuse "--load-dtype bf16 with --recompute full" "--load-dtype bf16 with --recompute full is not described" \
+	--lora-r 4 --quant-base nf4 --load-dtype bf16 --recompute full
+rm=gpt2
+refuse "--load-dtype bf16 over gpt2" "--load-dtype bf16 with a model that is not a llama" --lora-r 4 \
+	--quant-base nf4 --load-dtype bf16
+rm=llama
 # gpt2 under autocast: Linear4bit hands c_attn's result back in fp32, and
 # c_proj's bf16 input would cast its bias to bf16 for good (bitsandbytes
 # 0.47.0 nn/modules.py line 551)

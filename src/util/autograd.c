@@ -7314,7 +7314,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	/* module.bfloat16() (DeepSpeed's bf16, ag_options.mdt): gpt2's and
 	 * llama's step, checked against PyTorch 1.13's allocator
 	 * (tests/ds_bf16_torch.sh); the other families by name */
-	if (o->mdt != AG_F32 && fam > 1)
+	if (o->mdt != AG_F32 && fam > 1 && !o->load_bf16)
 		return refuse(cause, "--model %s: DeepSpeed's bf16 (--precision mixed) over the PyTorch step of a %s is not "
 		              "described yet (gpt2 and llama are)", m->name, m->model_type);
 	/* mixtral's block (moe_fwd): as checked against 1.13's allocator
@@ -7414,8 +7414,17 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	}
 	/* --load-dtype bf16: the plain loop, DDP and FSDP, checked against
 	 * 2.6's allocator (tests/ft_lora.sh, ft_fsdp_lora.sh torch26) */
-	if (o->load_bf16 && o->zero1_world)
-		return refuse(cause, "--load-dtype bf16 with ZeroRedundancyOptimizer is not described yet (give --schemes dp)");
+	if (o->load_bf16) {
+		const char *no = o->zero1_world ? "ZeroRedundancyOptimizer (give --schemes dp)"
+		                 : fam != 1 ? "a model that is not a llama (llama's step is checked)"
+		                 : o->recompute ? "--recompute full"
+		                 : o->lora_dropout > 0 ? "--lora-dropout (give 0)"
+		                 : o->freeze && *o->freeze ? "--freeze"
+		                 : o->attn == ZS_ATTN_SDPA ? "--attn sdpa (give --attn eager)"
+		                                           : NULL;
+		if (no)
+			return refuse(cause, "--load-dtype bf16 with %s is not described yet", no);
+	}
 	if (o->optimizer != ZS_ADAM)
 		return refuse(cause, "--optimizer: the PyTorch step describes Adam only");
 	/* --torch-device cuda: the plain loop's step with the CUDA rules, each
