@@ -3285,7 +3285,7 @@ static void q4_quantize(struct bld *b, struct model *M, size_t w)
 	 * model's dtype as PEFT's examples/sft/utils.py lines 102-112 set it:
 	 * (n + 1) / 4 elements, the same n / 2 bytes where 4 divides n) */
 	enum ag_dtype qsdt = b->o->mdt;
-	uint64_t per = 2 * ag_dtype_size(qsdt);
+	uint64_t per = 2 * (uint64_t)ag_dtype_size(qsdt);
 	if (b->o->fsdp_unit_marks && n % per)
 		unsupported(b, qsdt == AG_F32 ? "--quant-base nf4 under --wrapper fsdp with a base layer of elements not a "
 		                                "multiple of 8 (quant_storage float32's (n + 1) // 8 elements would not "
