@@ -219,6 +219,15 @@ case_ fsdp2-zero2-lora-frozenA-gpt2-k2-zeros-sync gpt2 2 zeros off fp32 zero2 --
 $only26 case_ fsdp2-qlora-llama-k1-zeros llama 1 zeros on fp32 zero3 --lora-r 4 --quant-base nf4
 $only26 case_ fsdp2-qlora-gpt2-dq-k2-none-nosync gpt2 2 none on fp32 zero3 --lora-r 4 --lora-targets all-linear \
 	--quant-base nf4 --double-quant on
+# QLoRA loaded in bf16 (--load-dtype bf16, PEFT's run_peft_qlora_fsdp.sh
+# recipe without its autocast): quant_storage bfloat16, each block's unit a
+# bf16 flat parameter (codes and norms), the root's (embeddings, norm,
+# head) too, each adapter fp32 in a unit of its own (docs/finetune.md,
+# "QLoRA loaded in bf16"); llama all-linear with double
+# quantization, K = 2 under no_sync() (llama q, v, K = 1, zeros, run by
+# hand and equal too: docs/finetune.md's table; not here, for CI's time)
+$only26 case_ fsdp2-qlora-bf16-llama-dq-k2-none-nosync llama 2 none on fp32 zero3 --lora-r 4 --lora-targets all-linear \
+	--quant-base nf4 --double-quant on --load-dtype bf16
 
 # The losses: zerosim's LoRA run as a case, trained by PyTorch under FSDP
 # (the loss moves through the adapters alone: the base is frozen)

@@ -264,6 +264,10 @@ autocast: phi3, all-linear;phi3;none;1;1;-;--lora-r 4 --lora-targets all-linear
 2.6: autocast: QLoRA: qwen2, default targets (biased q, v: the bias's bf16 copy a call);qwen2;zeros;1;1;-;--lora-r 4 --quant-base nf4
 2.6: autocast: QLoRA: phi3, all-linear (fused), double quant;phi3;none;1;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on
 2.6: autocast: QLoRA: wide MLP, T = 4, B = 1 (the dequantized fp32 weight and its bf16 copy at the peak);wide;none;1;1;-;--lora-r 4 --quant-base nf4 --seq 4 --batch 1
+2.6: QLoRA loaded in bf16: llama, default targets, zeros;llama;zeros;1;1;-;--lora-r 4 --quant-base nf4 --load-dtype bf16
+2.6: QLoRA loaded in bf16: llama, all-linear, double quant, K = 2;llama;none;2;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --load-dtype bf16
+2.6: QLoRA loaded in bf16: wide MLP, T = 4, B = 1 (the dequantized bf16 weight at the peak);wide;none;1;1;-;--lora-r 4 --quant-base nf4 --seq 4 --batch 1 --load-dtype bf16
+2.6: DDP N = 2, QLoRA loaded in bf16: llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4 --quant-base nf4 --load-dtype bf16
 DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4
 DDP N = 2, llama q_proj + v_proj, K = 2, without no_sync, set_to_none;llama;none;2;2;off;--lora-r 4
 DDP N = 2, gpt2 c_attn, K = 2, no_sync, set_to_none;gpt2;none;2;2;on;--lora-r 4

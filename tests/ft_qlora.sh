@@ -63,6 +63,13 @@
 #    N and sharded; the quant state whole on every rank (docs/finetune.md,
 #    "QLoRA under FSDP"; the bytes against PyTorch 2.6: tests/
 #    ft_fsdp_lora.sh torch26's QLoRA rows).
+# 10. Loaded in bf16 (--load-dtype bf16: QLoRA's bf16 recipe, docs/
+#    finetune.md "QLoRA loaded in bf16"): its refusals (1.); 2. and 3. on
+#    the plain loop, DDP N = 2 and FSDP N = 2 and 3, the embeddings, head
+#    and norms 2 B an element, under FSDP the codes as quant_storage
+#    bfloat16 (n / 4 elements) in bf16 units; and FSDP's losses DDP's, bit
+#    for bit (the bytes against PyTorch 2.6: tests/ft_lora.sh and
+#    ft_fsdp_lora.sh torch26's "loaded in bf16" rows).
 # Exit 0 pass, 1 disagreement, 99 hard error.
 set -u
 top=${ZS_BUILDDIR:-.}
@@ -123,6 +130,21 @@ refuse "--torch-version 1.13" "bitsandbytes 0.47.0 needs torch >= 2.2" --lora-r 
 	--torch-version 1.13
 refuse "--precision amp-fp16" "QLoRA under float16 autocast is not described yet" --lora-r 4 --quant-base nf4 \
 	--precision amp-fp16
+# --load-dtype bf16 (QLoRA's bf16 recipe): the plain loop without autocast so far
+refuse "--load-dtype bf16 without --quant-base" "only with --quant-base nf4" --lora-r 4 --load-dtype bf16
+refuse "--load-dtype fp16" "not one of fp32, bf16" --lora-r 4 --quant-base nf4 --load-dtype fp16
+refuse "--load-dtype bf16 under ZeroRedundancyOptimizer" "--load-dtype bf16 with ZeroRedundancyOptimizer" \
+	--lora-r 4 --quant-base nf4 --load-dtype bf16 --wrapper ddp --world 2 --schemes zero1
+refuse "--load-dtype bf16 under DeepSpeed" "--load-dtype bf16 under --framework deepspeed --wrapper deepspeed" \
+	--lora-r 4 --quant-base nf4 --load-dtype bf16 --framework deepspeed --wrapper deepspeed --world 2 --schemes zero1
+refuse "--load-dtype bf16 under autocast" "autocast over a bf16-loaded model is not described yet" --lora-r 4 \
+	--quant-base nf4 --load-dtype bf16 --precision amp-bf16
+refuse "--load-dtype bf16 with --recompute full" "--load-dtype bf16 with --recompute full is not described" \
+	--lora-r 4 --quant-base nf4 --load-dtype bf16 --recompute full
+rm=gpt2
+refuse "--load-dtype bf16 over gpt2" "--load-dtype bf16 with a model that is not a llama" --lora-r 4 \
+	--quant-base nf4 --load-dtype bf16
+rm=llama
 # gpt2 under autocast: Linear4bit hands c_attn's result back in fp32, and
 # c_proj's bf16 input would cast its bias to bf16 for good (bitsandbytes
 # 0.47.0 nn/modules.py line 551)
@@ -167,7 +189,7 @@ while IFS=';' read -r label m zg K args; do
 		fi
 	done
 	# the same LoRA run with its base in fp32 (drop the quantization options)
-	base=$(echo "$args" | sed 's/--quant-base nf4//; s/--double-quant on//')
+	base=$(echo "$args" | sed 's/--quant-base nf4//; s/--double-quant on//; s/--load-dtype bf16//')
 	# shellcheck disable=SC2086
 	if ! "$zerosim" theory --model "$tmp/$m.json" $plain --steps 3 --zero-grad "$zg" --grad-accum "$K" $base \
 		--out "$tmp/fp32.json" 2>"$tmp/err"; then
@@ -221,6 +243,14 @@ for o, k in layers:
     b = -(-n // 64)
     held += n // 2 + 64 + (b + 4 * -(-b // 256) + 4 + 1024 if dq else 4 * b)
 want = f["resident_bytes"] - 4 * n_all + held
+# loaded in bf16 (--load-dtype bf16): the parameters that are not base
+# linear weights (embeddings, head, norms: biases none in llama) 2 B an
+# element, not 4; the adapters fp32 (PEFT's autocast_adapter_dtype) and
+# inv_freq fp32, as in the fp32 run
+if "loaded in bf16" in label and not label.startswith("FSDP"):
+    V, L = cfg["vocab_size"], cfg["num_hidden_layers"]
+    other = V * d * (1 if cfg.get("tie_word_embeddings") else 2) + (2 * L + 1) * d
+    want -= 2 * other
 # FSDP (FULL_SHARD, N ranks): each block's unit flattens its base linear
 # weights (fp32: 4 B an element; 4-bit: the codes as quant_storage
 # float32, n / 8 elements) with the block's other parameters (norms,
@@ -233,6 +263,14 @@ if label.startswith("FSDP"):
     e = 13 * d if cfg["model_type"] == "gpt2" else 2 * d  # ln_1/ln_2 weight and bias, 4 biases; two RMSNorms
     fp, q4 = -(-(sum(o * k for o, k in per) + e) // N), -(-(sum(o * k // 8 for o, k in per) + e) // N)
     want = f["resident_bytes"] - 4 * L * (fp - q4) + held - n_all // 2
+    if "loaded in bf16" in label:
+        # the codes as quant_storage bfloat16 (n / 4 elements, 2 B each)
+        # and the norms bf16 in each block's unit; the root's unit
+        # (embeddings, final norm, head) bf16: its shard 2 B an element
+        q4b = -(-(sum(o * k // 4 for o, k in per) + e) // N)
+        V = cfg["vocab_size"]
+        root = -(-(V * d * (1 if cfg.get("tie_word_embeddings") else 2) + d) // N)
+        want = f["resident_bytes"] - 4 * L * fp + 2 * L * q4b - 2 * root + held - n_all // 2
 if t["resident_bytes"] != want:
     bad.append(f"between steps {t['resident_bytes']:,}, from the shapes {want:,} ({t['resident_bytes'] - want:+,} B)")
 # wide: the forward's last down_proj (the most activations held) is where
@@ -328,6 +366,11 @@ zero1 N = 2: llama, q_proj + v_proj, zeros;llama;zeros;1;--lora-r 4 --quant-base
 zero1 N = 2: llama, all-linear, double quant, K = 2;llama;none;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --wrapper ddp --world 2 --schemes zero1
 zero1 N = 3: gpt2, c_attn, set_to_none;gpt2;none;1;--lora-r 4 --quant-base nf4 --wrapper ddp --world 3 --schemes zero1
 zero1 N = 2: phi3, all-linear (fused), double quant;phi3;zeros;1;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --wrapper ddp --world 2 --schemes zero1
+loaded in bf16: llama, q_proj + v_proj, zeros;llama;zeros;1;--lora-r 4 --quant-base nf4 --load-dtype bf16
+loaded in bf16: llama, all-linear, set_to_none, double quant, K = 2;llama;none;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --load-dtype bf16
+DDP N = 2: loaded in bf16: llama, all-linear, zeros;llama;zeros;1;--lora-r 4 --lora-targets all-linear --quant-base nf4 --load-dtype bf16 --wrapper ddp --world 2
+FSDP N = 2: loaded in bf16: llama, all-linear, zeros;llama;zeros;1;--lora-r 4 --lora-targets all-linear --quant-base nf4 --load-dtype bf16 --wrapper fsdp --world 2 --schemes zero3
+FSDP N = 3: loaded in bf16: llama, q_proj + v_proj, set_to_none, K = 2, SHARD_GRAD_OP (padding);llama;none;2;--lora-r 4 --quant-base nf4 --load-dtype bf16 --wrapper fsdp --world 3 --schemes zero2
 checkpointed zero1 N = 2: gpt2, all-linear, K = 2;gpt2;zeros;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --recompute full --wrapper ddp --world 2 --schemes zero1
 autocast: llama, q_proj + v_proj, zeros, double quant;llama;zeros;1;--lora-r 4 --quant-base nf4 --double-quant on --precision amp-bf16
 autocast: DDP N = 2: llama, all-linear, double quant, K = 2;llama;none;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --precision amp-bf16 --wrapper ddp --world 2
@@ -337,4 +380,46 @@ FSDP N = 2: gpt2, all-linear, double quant, K = 2 no_sync;gpt2;none;2;--lora-r 4
 FSDP N = 3: llama, all-linear, autocast, SHARD_GRAD_OP;llama;zeros;1;--lora-r 4 --lora-targets all-linear --quant-base nf4 --precision amp-bf16 --wrapper fsdp --world 3 --schemes zero2
 DDP set-up, N = 2, T = 4, B = 1: the broadcast copy at the peak;llama;zeros;1;--lora-r 4 --quant-base nf4 --wrapper ddp --world 2 --seq 4 --batch 1
 CASES
+
+# 10. Loaded in bf16 (--load-dtype bf16), FSDP N = 2 trains as DDP N = 2:
+# the same losses, bit for bit. The codes are bf16 elements of each
+# block's flat parameter there, flattened, sharded and all-gathered each
+# use; a copy that went through fp32 would turn their NaN patterns into
+# one (0x7fc0), and the dequantized weights, hence the losses, would
+# differ (seen: 6.94979 against 6.95049 at step 1 with the engine's
+# 16-bit copies made through fp32).
+for w in ddp fsdp; do
+	# shellcheck disable=SC2086
+	if ! "$zerosim" measure -q --model "$tmp/llama.json" $plain --steps 3 --zero-grad zeros --lora-r 4 \
+		--lora-targets all-linear --quant-base nf4 --load-dtype bf16 --wrapper $w --world 2 \
+		--schemes "$([ $w = fsdp ] && echo zero3 || echo dp)" --out "$tmp/loss-$w.json" 2>"$tmp/err"; then
+		echo "ft_qlora: FAIL: zerosim measure --load-dtype bf16 --wrapper $w: $(cat "$tmp/err")" >&2
+		exit 99
+	fi
+done
+"$py" - "$tmp/loss-ddp.json" "$tmp/loss-fsdp.json" <<'PY' || status=1
+import json, sys
+a, b = (json.load(open(p))["runs"][0]["losses"] for p in sys.argv[1:3])
+ok = a == b and len(a) == 3
+print(("ok" if ok else "FAIL") + f": loaded in bf16, llama all-linear N = 2: FSDP's losses {b} "
+      + ("equal to" if ok else "against") + f" DDP's {a}")
+sys.exit(0 if ok else 1)
+PY
+# and the report, whose QLoRA terms are the fp32-loaded model's, refuses
+# such a file in one line (exit 2, nothing written)
+# shellcheck disable=SC2086
+"$zerosim" theory --model "$tmp/llama.json" $plain --lora-r 4 --quant-base nf4 --load-dtype bf16 \
+	--out "$tmp/bf16-t.json" 2>"$tmp/err" && "$zerosim" measure -q --layers 16,32,16 --world 1 --out "$tmp/mlp-m.json" &&
+	"$zerosim" theory --layers 16,32,16 --world 1 --out "$tmp/mlp-t.json" >/dev/null 2>&1 ||
+	{ echo "ft_qlora: FAIL: zerosim theory for the report: $(cat "$tmp/err")" >&2; exit 99; }
+ZEROSIM_DATADIR=${srcdir:-.} "$zerosim" report --no-render --measured "$tmp/mlp-m.json" --theory "$tmp/mlp-t.json" \
+	--transformer "$tmp/bf16-t.json" --out "$tmp/rep" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/rep" ] ||
+	! grep -q "a model loaded in bf16 is not in the report yet" "$tmp/err"; then
+	echo "FAIL: report of a model loaded in bf16: exit $rc, stderr: $(cat "$tmp/err")"
+	status=1
+else
+	echo "ok: report of a model loaded in bf16: $(cat "$tmp/err")"
+fi
 exit $status

@@ -67,8 +67,8 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    model (peft/utils/constants.py v0.20.0: gpt2 c_attn line
                    69, llama q_proj,v_proj line 83).
   --quant-base nf4 [--double-quant on|off] [--quant-storage S]
-                   with --lora-r (one rank or --fsdp, PyTorch >= 2.2, no
-                   --case):
+                   with --lora-r (one rank, DDP or --fsdp, PyTorch >= 2.2,
+                   no --case):
                    QLoRA's 4-bit base, bitsandbytes 0.47.0's Linear4bit
                    written op by op (bitsandbytes does not install here;
                    see Linear4bit, MatMul4Bit, dequantize_4bit), every
@@ -83,6 +83,13 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    model's dtype, as FSDP-QLoRA sets it, so that FSDP
                    flattens them into its units with the rest: uint8 there
                    is FSDP's "Cannot flatten integer dtype tensors").
+  --load-dtype bf16
+                   with --quant-base nf4: QLoRA's bf16 recipe, the model
+                   built under the bf16 default dtype (from_pretrained(
+                   torch_dtype=torch.bfloat16)), each 4-bit layer quantized
+                   from its bf16 weight, compute dtype bf16, the adapters
+                   fp32, oneDNN off (as under --amp); under --fsdp the
+                   codes as bfloat16 elements (quant_storage bfloat16)
   --amp bf16       each micro-step's forward under torch.autocast("cpu",
                    bfloat16), as hf_torch.py --amp bf16 (oneDNN off, as
                    there); the loss's division by K and backward outside the
@@ -242,7 +249,17 @@ def quantize_4bit(w, double_quant, storage=torch.uint8):
     absmax deleted."""
     import numpy as np
     code = np.array(NF4, np.float32)
-    idx, am = np_blockwise(w.detach().numpy().reshape(-1), code, 64)
+    if w.dtype == torch.bfloat16:
+        # --load-dtype bf16: the kernel reads the bf16 weight as it is (no
+        # fp32 copy in PyTorch's allocator): its bytes widened here
+        wd = w.detach()
+        if not wd.is_contiguous():
+            raise ValueError("--load-dtype bf16: a transposed (Conv1D) weight is not quantized here")
+        raw = kernel_bytes(wd).view(np.uint16).astype(np.uint32) << 16
+        wf = raw.view(np.float32)
+    else:
+        wf = w.detach().numpy().reshape(-1)
+    idx, am = np_blockwise(wf, code, 64)
     if idx.size % 2:
         idx = np.append(idx, np.uint8(0))
     codes = (idx[0::2] << 4 | idx[1::2]).astype(np.uint8)
@@ -405,7 +422,7 @@ def quantize_as_loaded(a):
     it (a global module registration hook, PyTorch >= 2.0), so the set-up
     holds one layer's fp32 weight at a time, as the loader does. Returns
     the hook's handle (remove it once the model is built)."""
-    cdt = torch.bfloat16 if a.amp == "bf16" else torch.float32
+    cdt = torch.bfloat16 if a.amp == "bf16" or a.load_dtype == "bf16" else torch.float32
 
     def hook(module, name, sub):
         if name == "lm_head" or not isinstance(sub, (nn.Linear, H.Conv1D)):
@@ -670,7 +687,9 @@ def load_case(path, family, cfg):
 
 def run(a, rank=0, world=1):
     torch.set_num_threads(1)
-    if a.amp != "none":  # hf_torch.run's reason: PyTorch's own cpublas bf16 kernels, no oneDNN scratchpad
+    # hf_torch.run's reason: PyTorch's own cpublas bf16 kernels, no oneDNN
+    # scratchpad (a bf16-loaded model's matmuls are bf16 too)
+    if a.amp != "none" or a.load_dtype == "bf16":
         torch.backends.mkldnn.enabled = False
     torch.manual_seed(0)
     raw, family, cfg, tied = H.build(a)
@@ -720,10 +739,17 @@ def run(a, rank=0, world=1):
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         H.mark("build")
         q4 = quantize_as_loaded(a) if a.quant_base == "nf4" else None
+        # --load-dtype bf16: from_pretrained(torch_dtype=torch.bfloat16)
+        # builds the model under that default dtype (modeling_utils.py's
+        # _set_default_torch_dtype), each weight made bf16 and quantized
+        # from it; inv_freq's `.float()` keeps that buffer fp32
+        if a.load_dtype == "bf16":
+            torch.set_default_dtype(torch.bfloat16)
         if family == "gpt2":
             model = H.GPT2LMHeadModel(cfg, tied, a.mask, a.attn == "sdpa")
         else:  # the family's own attention (hf_torch.py's FAMILY_ATTENTION)
             model = H.LlamaForCausalLM(cfg, tied, a.attn == "sdpa", H.FAMILY_ATTENTION.get(family))
+        torch.set_default_dtype(torch.float32)  # restored as from_pretrained returns: PEFT's adapters fp32
         if q4 is not None:
             q4.remove()
         model.train()
@@ -1051,6 +1077,10 @@ def main():
                     help="with --quant-base nf4: bitsandbytes' quant_storage, the dtype whose elements hold the "
                          "packed codes (default uint8, bitsandbytes' own; under --fsdp float32, the model's "
                          "dtype, as FSDP-QLoRA sets it, so that FSDP flattens them with the rest)")
+    ap.add_argument("--load-dtype", choices=["fp32", "bf16"], default="fp32",
+                    help="with --quant-base nf4: bf16 is QLoRA's bf16 recipe, the model built under the bf16 "
+                         "default dtype (from_pretrained(torch_dtype=torch.bfloat16)), each 4-bit layer quantized "
+                         "from its bf16 weight (dequantized into bf16), compute dtype bf16, the adapters fp32")
     ap.add_argument("--double-quant", choices=["on", "off"], default=None,
                     help="with --quant-base nf4: compress_statistics (zerosim's spelling)")
     ap.add_argument("--recompute", choices=["none", "full"], default="none",
@@ -1079,13 +1109,17 @@ def main():
         ap.error("--fsdp shards over --world N >= 2 ranks")
     if a.fsdp and a.zero1:
         ap.error("--fsdp and --zero1: one wrapper a run")
-    if a.quant_base == "nf4" and (not a.lora_r or a.case or (a.world > 1 and not a.fsdp) or H.TV < (2, 2)):
-        ap.error("--quant-base nf4: with --lora-r, one rank or --fsdp, no --case, PyTorch >= 2.2 (bitsandbytes 0.47.0)")
+    if a.quant_base == "nf4" and (not a.lora_r or a.case or H.TV < (2, 2)):
+        ap.error("--quant-base nf4: with --lora-r, no --case, PyTorch >= 2.2 (bitsandbytes 0.47.0)")
     if a.attn == "sdpa" and H.TV < (2, 0):
         ap.error("--attn sdpa: PyTorch 1.13 has no scaled_dot_product_attention")
+    if a.load_dtype == "bf16" and (a.quant_base != "nf4" or a.amp != "none" or a.case):
+        ap.error("--load-dtype bf16: only with --quant-base nf4, no --amp, no --case")
     if a.quant_storage and a.quant_base != "nf4":
         ap.error("--quant-storage: only with --quant-base nf4")
-    a.quant_storage = a.quant_storage or ("float32" if a.fsdp else "uint8")
+    # (under --fsdp the model's dtype, as PEFT's examples/sft/utils.py
+    # lines 102-112 tie them: bfloat16 where it is loaded in bf16)
+    a.quant_storage = a.quant_storage or (("bfloat16" if a.load_dtype == "bf16" else "float32") if a.fsdp else "uint8")
     if a.double_quant and a.quant_base != "nf4":
         ap.error("--double-quant: only with --quant-base nf4")
     a.double_quant = a.double_quant == "on"

@@ -68,6 +68,7 @@ struct zs_opt {
 	{"lora-r", 0, 1, ZS_OPT_CONFIG, NULL}, {"lora-alpha", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"lora-dropout", 0, 1, ZS_OPT_CONFIG, NULL}, {"lora-targets", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"quant-base", 0, 1, ZS_OPT_CONFIG, NULL}, {"double-quant", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"load-dtype", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"spec", 0, ZS_OPT_FILE, ZS_OPT_SPEC, NULL}
 
 /* --help's lines for the PyTorch step's options (--torch-version through
@@ -178,7 +179,14 @@ struct zs_opt {
 	"                         the codes as fp32 elements, quant_storage\n" \
 	"                         float32, the quant state on every rank)\n" \
 	"      --double-quant S   with --quant-base nf4: the absmax in 8 bits, on or\n" \
-	"                         off (default off; about 4.127 bits a weight)\n"
+	"                         off (default off; about 4.127 bits a weight)\n" \
+	"      --load-dtype D     the model's dtype as loaded, fp32 (default) or\n" \
+	"                         bf16 (with --quant-base nf4: QLoRA's bf16 recipe;\n" \
+	"                         norms, embeddings, head and activations bf16, the\n" \
+	"                         weight dequantized into bf16, the adapters fp32;\n" \
+	"                         --wrapper none, ddp (dp) or fsdp, whose units\n" \
+	"                         flatten the codes as bf16 elements; --precision\n" \
+	"                         fp32: no autocast)\n"
 
 /* Every command has these. */
 #define ZS_OPTS_STANDARD \

@@ -465,6 +465,10 @@ static void run_ew(enum ag_op op, float s0, const struct agv *out, const struct 
 		      c = n > 2 ? ld(&in[2], w.off[3]) : 0.0f;
 		if (op == AG_OP_COPY && out->dt == AG_I64 && in[0].dt == AG_I64)
 			sti(out, w.off[0], ldi(&in[0], w.off[1]));
+		else if (op == AG_OP_COPY && out->dt == in[0].dt && out->es == 2) /* the bits as they are: a 16-bit
+			                                                          * NaN (a 4-bit layer's codes held
+			                                                          * as bf16) keeps its payload */
+			memcpy((unsigned char *)out->base + w.off[0] * 2, (const unsigned char *)in[0].base + w.off[1] * 2, 2);
 		else
 			st(out, w.off[0], ew_value(op, s0, a, b, c));
 	} while (walk_next(&w));
@@ -998,14 +1002,16 @@ static void flat_out_u8(const struct agv *v, const uint8_t *f)
 }
 
 /* The packed codes' bytes, (n + 1) / 2 of them: a uint8 view's elements,
- * or under FSDP (bitsandbytes' quant_storage float32: util/autograd.c's
- * q4_quantize) the bytes of a contiguous fp32 view, as the kernel reads
+ * or under FSDP (bitsandbytes' quant_storage float32, or bfloat16 where
+ * the model is loaded in bf16: util/autograd.c's q4_quantize) the bytes
+ * of a contiguous fp32 or bf16 view, as the kernel reads
  * them; codes_view: whether v holds them. */
 static int codes_view(const struct agv *v, uint64_t n)
 {
 	if (v->dt == AG_U8)
 		return v->numel == (n + 1) / 2;
-	return v->dt == AG_F32 && v->numel * v->es == (n + 1) / 2 && (v->nd == 0 || v->stride[0] == 1 || v->numel <= 1);
+	return (v->dt == AG_F32 || v->dt == AG_BF16) && v->numel * v->es == (n + 1) / 2 &&
+	       (v->nd == 0 || v->stride[0] == 1 || v->numel <= 1);
 }
 
 static uint8_t *codes_in(const struct agv *v)
@@ -1938,7 +1944,10 @@ static int do_sharded(struct ag_exec *x, unsigned n, const struct ag_event *e, s
 		/* (DeepSpeed's bf16 gathers into its bf16 flat buffer from the fp32
 		 * partition its rank's view was copied from, util/ag_ds.c: the
 		 * same values, rounded as they are stored) */
-		if (rc == 0 && (vi[k].dt != AG_F32 ||
+		/* (a bf16 flat parameter, --load-dtype bf16: gathered and sharded
+		 * bit for bit, its 4-bit codes' NaN patterns kept) */
+		int raw16 = e->op != AG_OP_REDUCE_SCATTER_SUM && vi[k].dt == AG_BF16 && vo[k].dt == AG_BF16;
+		if (rc == 0 && !raw16 && (vi[k].dt != AG_F32 ||
 		                (vo[k].dt != AG_F32 && !(e->op == AG_OP_ALL_GATHER && vo[k].dt == AG_BF16))))
 			rc = fail_ev(cause, e, ei, "an FSDP collective over %s: fp32 only",
 			             ag_dtype_name(vi[k].dt != AG_F32 ? vi[k].dt : vo[k].dt));
@@ -1953,7 +1962,18 @@ static int do_sharded(struct ag_exec *x, unsigned n, const struct ag_event *e, s
 	if (rc == 0 && e->op == AG_OP_REDUCE_SCATTER_SUM && vi[0].numel != (uint64_t)n * shard)
 		rc = fail_ev(cause, e, ei, "a reduce-scatter of %llu elements into %llu a rank",
 		             (unsigned long long)vi[0].numel, (unsigned long long)shard);
-	for (unsigned k = 0; rc == 0 && k < n; k++)
+	int raw = rc == 0 && e->op != AG_OP_REDUCE_SCATTER_SUM && vi[0].dt == AG_BF16 && vo[0].dt == AG_BF16;
+	for (unsigned k = 0; rc == 0 && raw && k < n; k++)
+		for (uint64_t i = 0; i < vo[k].numel; i++) {
+			uint16_t h = 0;
+			uint64_t j = (uint64_t)k * shard + i;
+			const struct agv *src = e->op == AG_OP_ALL_GATHER ? &vi[i / shard] : &vi[k];
+			uint64_t si = e->op == AG_OP_ALL_GATHER ? i % shard : j;
+			if (e->op == AG_OP_ALL_GATHER || j < vi[k].numel)
+				memcpy(&h, (const unsigned char *)src->base + at_lin(src, si) * 2, 2);
+			memcpy((unsigned char *)vo[k].base + at_lin(&vo[k], i) * 2, &h, 2);
+		}
+	for (unsigned k = 0; rc == 0 && !raw && k < n; k++)
 		for (uint64_t i = 0; i < vo[k].numel; i++) {
 			float v = 0;
 			uint64_t j = (uint64_t)k * shard + i;
@@ -2372,14 +2392,24 @@ static int sharded_param(const struct ag_exec *x, unsigned n, uint32_t t, float 
 	 * a 1-D view of one: the rank's partition in lp_param_buffer */
 	const struct ag_tensor *q = &s->tensor[sh];
 	const uint32_t shs = q->storage;
-	const uint64_t shard = shs == sh ? q->bytes / 4 : q->shape[0], at = shs == sh ? 0 : q->offset,
-	               numel = a->bytes / 4;
+	/* (a bf16 flat parameter, --load-dtype bf16: its values widened, exactly) */
+	const unsigned es = ag_dtype_size(s->tensor[shs].dtype);
+	if (es != 4 && s->tensor[shs].dtype != AG_BF16)
+		return zs_fail(cause, "the PyTorch step's shard of parameter %s (%u) is %s", what_of(s, t), t,
+		               ag_dtype_name(s->tensor[shs].dtype));
+	const uint64_t shard = shs == sh ? q->bytes / es : q->shape[0], at = shs == sh ? 0 : q->offset,
+	               numel = a->bytes / ag_dtype_size(a->dtype);
 	for (uint64_t e = 0; e < numel; e++) {
 		uint64_t j = s->tensor[v].offset + e;
-		const float *src = j / shard < n ? ag_exec_data(&x[j / shard], shs) : NULL;
+		const void *src = j / shard < n ? ag_exec_data(&x[j / shard], shs) : NULL;
 		if (src == NULL)
 			return zs_fail(cause, "the PyTorch step holds no shard of parameter %s (%u) at its end", what_of(s, t), t);
-		d[e] = src[at + j % shard];
+		if (es == 4) {
+			d[e] = ((const float *)src)[at + j % shard];
+		} else {
+			uint32_t u = (uint32_t)((const uint16_t *)src)[at + j % shard] << 16;
+			memcpy(&d[e], &u, 4);
+		}
 	}
 	return 0;
 }

@@ -100,6 +100,10 @@ static int read_freeze(const cJSON *theory, const char *path, const char *where,
 			return zs_fail(cause, "%s: \"quant_base\" is not nf4 or none", where);
 		m->nf4 = qs != NULL && strcmp(qs, "nf4") == 0;
 		m->double_quant = m->nf4 && cJSON_IsTrue(dq);
+		/* --load-dtype bf16: the paragraph's split (embeddings, norms
+		 * and head at 4 B an element) is the fp32-loaded model's */
+		if (m->fw.step[ZS_SJ_LOAD_DTYPE] != NULL)
+			return zs_fail(cause, "%s: \"load_dtype\": a model loaded in bf16 is not in the report yet", where);
 	}
 	if (!m->freeze[0] && !m->lora_r)
 		return 0;

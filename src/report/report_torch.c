@@ -243,6 +243,10 @@ static int optional_run_keys(struct report_torch_run *r, const cJSON *cfg, const
 			r->nf4 = strcmp(q, "nf4") == 0;
 			r->double_quant = r->nf4 && cJSON_IsTrue(dq);
 		}
+		/* --load-dtype bf16: the section's terms (its 4-bit base's
+		 * split, the floors) are the fp32-loaded model's */
+		if (cJSON_GetObjectItemCaseSensitive(cfg, "load_dtype") != NULL)
+			return zs_fail(cause, "%s: config.load_dtype: a model loaded in bf16 is not in the report yet", path);
 	}
 	if (cJSON_GetObjectItemCaseSensitive(cfg, "grad_accum") != NULL) {
 		if (report_read_bytes(cfg, "grad_accum", path, &r->grad_accum, cause) < 0)

@@ -60,6 +60,8 @@ struct unit {
 	size_t nwant;            /* the gradients this micro-step's backward brings (units_want): nparams
 	                          * but for a mixture's expert that got no token (its view unused) */
 	uint64_t numel, padded, shard;
+	enum ag_dtype dt;        /* its flat parameter's dtype, its parameters' (FSDP flattens one dtype: fp32, or
+	                          * bf16 where the model is loaded in bf16, --load-dtype bf16) */
 	uint32_t gathered;       /* _full_param_padded: the padded unsharded flat parameter */
 	uint32_t sh, grad, m, v, step; /* the sharded flat parameter, its .grad (NO while None), Adam's */
 	uint32_t ugrad;          /* under no_sync(): the unsharded flat gradient kept across micro-steps (NO: none) */
@@ -69,6 +71,7 @@ struct unit {
 	int live;                /* its gathered flat parameter is allocated */
 	int inuse;               /* the flat parameter's data is that gathered copy (unshard), not the
 	                          * shard (a reshard, freeing or not: flat_param.py 884-892, 929-938) */
+	int mixed_dt;            /* its parameters are not of one dtype (refused) */
 	int ckpt;                /* checkpointed (--recompute full): its pre-backward hook runs before the rerun */
 };
 
@@ -169,12 +172,12 @@ static void post_backward(struct ag_pass *p, const struct ag_options *o, struct 
 				zeros = zs_malloc(u->nparams * sizeof *zeros);
 			/* its split size: its slot of the flat parameter */
 			uint64_t n = (j + 1 < u->nparams ? u->off[j + 1] : u->numel) - u->off[j];
-			zeros[j] = agp_storage(p, "zeros (SplitWithSizesBackward: an unused view's gradient)", AG_F32, n, 0,
+			zeros[j] = agp_storage(p, "zeros (SplitWithSizesBackward: an unused view's gradient)", u->dt, n, 0,
 			                       ZS_CAT_FULL_GRADS);
 			agp_alloc(p, zeros[j], ph);
 			agp_op(p, ph, AG_OP_FILL, NO, zeros[j])->arg[0] = 0;
 		}
-	uint32_t cat = agp_storage(p, "cat (SplitWithSizesBackward: the unsharded flat gradient)", AG_F32, u->numel, 0,
+	uint32_t cat = agp_storage(p, "cat (SplitWithSizesBackward: the unsharded flat gradient)", u->dt, u->numel, 0,
 	                           ZS_CAT_FULL_GRADS);
 	agp_alloc(p, cat, ph);
 	for (size_t j = 0; j < u->nparams; j++) {
@@ -215,7 +218,7 @@ static void post_backward(struct ag_pass *p, const struct ag_options *o, struct 
 	const int v113 = o->version == ZS_TORCH_1_13;
 	uint32_t pad = acc;
 	if (v113 || u->padded > u->numel) {
-		pad = agp_storage(p, "constant_pad_nd (F.pad: the padded flat gradient)", AG_F32, u->padded, 0,
+		pad = agp_storage(p, "constant_pad_nd (F.pad: the padded flat gradient)", u->dt, u->padded, 0,
 		                  ZS_CAT_BUCKETS);
 		agp_alloc(p, pad, ph);
 		agp_op(p, ph, AG_OP_FILL, NO, pad)->arg[0] = 0;
@@ -223,7 +226,7 @@ static void post_backward(struct ag_pass *p, const struct ag_options *o, struct 
 	}
 	uint32_t out = agp_storage(p, v113 ? "zeros_like (the reduce-scatter's output shard)"
 	                                   : "empty_like (the reduce-scatter's output shard)",
-	                           AG_F32, u->shard, 0, ZS_CAT_BUCKETS);
+	                           u->dt, u->shard, 0, ZS_CAT_BUCKETS);
 	agp_alloc(p, out, ph);
 	if (v113)
 		agp_op(p, ph, AG_OP_FILL, NO, out)->arg[0] = 0;
@@ -403,6 +406,13 @@ static struct unit *make_units(const struct ag_step *s, const struct step_params
 			long long b = p->module[p->tensor[x->param].module].index;
 			v = &u[b >= 0 && b < nblocks ? (size_t)b : (size_t)nblocks];
 		}
+		/* one dtype a unit: FlatParamHandle._validate_tensors_to_flatten
+		 * (torch/distributed/fsdp/_flat_param.py 781-797, 2.6.0) raises
+		 * "Must flatten tensors with uniform dtype" otherwise */
+		if (v->nparams == 0)
+			v->dt = x->dtype;
+		else if (v->dt != x->dtype)
+			v->mixed_dt = 1;
 		v->params = zs_realloc(v->params, (v->nparams + 1) * sizeof *v->params);
 		v->off = zs_realloc(v->off, (v->nparams + 1) * sizeof *v->off);
 		v->params[v->nparams] = t;
@@ -581,7 +591,7 @@ static void lazy_init(struct ag_pass *p, const struct ag_options *o, const struc
 		uint32_t z = agp_storage(p, o->version == ZS_TORCH_1_13
 		                                ? "zeros (_init_param_attributes' _full_param_padded, then _free_storage)"
 		                                : "empty (init_flat_param_attributes' _full_param_padded, then _free_storage)",
-		                         AG_F32, v->padded, 0, ZS_CAT_GATHERED);
+		                         v->dt, v->padded, 0, ZS_CAT_GATHERED);
 		agp_alloc(p, z, ZS_PH_FORWARD);
 		if (o->version == ZS_TORCH_1_13)
 			agp_op(p, ZS_PH_FORWARD, AG_OP_FILL, NO, z)->arg[0] = 0;
@@ -936,6 +946,15 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 	struct unit *u = make_units(s, p, trained, &nu, &iroot);
 	const struct unit *mixed = mixed_unit(u, nu, trained);
 	for (size_t i = 0; i < nu; i++)
+		if (u[i].mixed_dt) {
+			int r = zs_fail(cause, "--wrapper fsdp: FSDP unit %s holds parameters of more than one dtype (FSDP's "
+			                "\"Must flatten tensors with uniform dtype\"): not described", u[i].name);
+			units_free(u, nu);
+			free(trained);
+			free(grad_of);
+			return r;
+		}
+	for (size_t i = 0; i < nu; i++)
 		if (u[i].nparams == 0 || mixed != NULL) {
 			int r = zs_fail(cause, "--wrapper fsdp: internal error: FSDP unit %s holds %s", mixed ? mixed->name : u[i].name,
 			                mixed ? "frozen and trainable parameters" : "no parameter");
@@ -966,18 +985,18 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 			unit_of[v->params[j]] = (int32_t)i;
 			slot_of[v->params[j]] = (int32_t)j;
 		}
-		v->gathered = agp_storage(p_, "_full_param_padded (FSDP's gathered flat parameter)", AG_F32, v->padded, 0,
+		v->gathered = agp_storage(p_, "_full_param_padded (FSDP's gathered flat parameter)", v->dt, v->padded, 0,
 		                          ZS_CAT_GATHERED);
-		v->sh = agp_storage(p_, "FlatParameter (this rank's shard)", AG_F32, v->shard, 0, ZS_CAT_PARAM32);
+		v->sh = agp_storage(p_, "FlatParameter (this rank's shard)", v->dt, v->shard, 0, ZS_CAT_PARAM32);
 		s->tensor[v->sh].role = AG_ROLE_PARAM;
-		v->m = agp_storage(p_, "Adam exp_avg (shard)", AG_F32, v->shard, 0, ZS_CAT_ADAM_M);
+		v->m = agp_storage(p_, "Adam exp_avg (shard)", v->dt, v->shard, 0, ZS_CAT_ADAM_M);
 		s->tensor[v->m].role = AG_ROLE_ADAM_M;
-		v->v = agp_storage(p_, "Adam exp_avg_sq (shard)", AG_F32, v->shard, 0, ZS_CAT_ADAM_V);
+		v->v = agp_storage(p_, "Adam exp_avg_sq (shard)", v->dt, v->shard, 0, ZS_CAT_ADAM_V);
 		s->tensor[v->v].role = AG_ROLE_ADAM_V;
 		v->step = agp_storage(p_, "Adam step", AG_F32, 0, 1, ZS_CAT_ADAM_M);
 		s->tensor[v->step].role = AG_ROLE_ADAM_STEP;
 		if (o->zero_grad == ZS_ZERO_GRAD_ZEROS && !v->frozen && s->step1 == NULL) {
-			v->grad = agp_storage(p_, "grad (FSDP's sharded flat gradient)", AG_F32, v->shard, 0, ZS_CAT_GRAD32);
+			v->grad = agp_storage(p_, "grad (FSDP's sharded flat gradient)", v->dt, v->shard, 0, ZS_CAT_GRAD32);
 			s->tensor[v->grad].role = AG_ROLE_GRAD;
 		}
 	}
@@ -1046,7 +1065,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 	size_t *order = units_order(u, nu, iroot), *post = units_postorder(u, nu, iroot);
 	for (size_t k = 0; k < nu; k++) {
 		struct unit *v = &u[post[k]];
-		uint32_t flat = agp_storage(p_, "cat (flatten_params: the unsharded flat parameter)", AG_F32, v->numel, 0,
+		uint32_t flat = agp_storage(p_, "cat (flatten_params: the unsharded flat parameter)", v->dt, v->numel, 0,
 		                            ZS_CAT_PARAM32);
 		agp_alloc(p_, flat, ZS_PH_SETUP);
 		for (size_t j = 0; j < v->nparams; j++) {

@@ -3283,10 +3283,19 @@ static void q4_quantize(struct bld *b, struct model *M, size_t w)
 	 * "QLoRA under FSDP"): the CUDA kernel's output (n + 1) / 8 of them
 	 * (backends/cuda/ops.py line 320), the same n / 2 bytes where 8
 	 * divides n; util/ag_fsdp.c flattens them into the block's unit */
-	if (b->o->fsdp_unit_marks && n % 8)
-		unsupported(b, "--quant-base nf4 under --wrapper fsdp with a base layer of elements not a multiple of 8 "
-		               "(quant_storage float32's (n + 1) // 8 elements would not hold its codes)");
-	s->packed = b->o->fsdp_unit_marks ? q4_storage(b, q, AG_Q4_CODES, AG_F32, 2, SH((n + 1) / 8, 1))
+	/* (loaded in bf16, --load-dtype bf16, the storage is bfloat16, the
+	 * model's dtype as PEFT's examples/sft/utils.py lines 102-112 set it:
+	 * (n + 1) / 4 elements, the same n / 2 bytes where 4 divides n) */
+	enum ag_dtype qsdt = b->o->mdt;
+	uint64_t per = 2 * (uint64_t)ag_dtype_size(qsdt);
+	if (b->o->fsdp_unit_marks && n % per)
+		unsupported(b, qsdt == AG_F32 ? "--quant-base nf4 under --wrapper fsdp with a base layer of elements not a "
+		                                "multiple of 8 (quant_storage float32's (n + 1) // 8 elements would not "
+		                                "hold its codes)"
+		                              : "--quant-base nf4 under --wrapper fsdp with a base layer of elements not a "
+		                                "multiple of 4 (quant_storage bfloat16's (n + 1) // 4 elements would not "
+		                                "hold its codes)");
+	s->packed = b->o->fsdp_unit_marks ? q4_storage(b, q, AG_Q4_CODES, qsdt, 2, SH((n + 1) / per, 1))
 	                                  : q4_storage(b, q, AG_Q4_CODES, AG_U8, 2, SH((n + 1) / 2, 1));
 	b->s->tensor[sto(b, q->w)].q4 = 1;
 	T absmax = q4_storage(b, q, "quantize_4bit (absmax)", AG_F32, 1, SH(blocks));
@@ -3367,7 +3376,8 @@ static T q4_weight(struct bld *b, const struct q4_st *q)
 		op(b, AG_OP_DEQUANTIZE_BLOCKWISE, q->qabsmax, q->absmax2, q->code2, am, NO, NO)->arg[0] = NF4_DQ_BLOCK;
 		op(b, AG_OP_ADD_, am, q->offset, NO, am, NO, NO)->arg[0] = 1;
 	}
-	T d = TMP("dequantize_4bit", AG_F32, q->rows, q->cols);
+	/* into quant_state.dtype, the weight's before quantizing: the model's */
+	T d = TMP("dequantize_4bit", b->o->mdt, q->rows, q->cols);
 	op(b, AG_OP_NF4_DEQUANTIZE, q->packed, am, NO, d, NO, NO);
 	if (q->qabsmax != NO)
 		unref(b, am);
@@ -3393,19 +3403,27 @@ static T q4_weight(struct bld *b, const struct q4_st *q)
  * gone as forward returns. A bias whose dtype is not x's is cast for
  * good (`self.bias.data = self.bias.data.to(x.dtype)`, line 551): the
  * parameter's dtype would change in the first forward, not described
- * (gpt2's c_proj, fed bf16). */
+ * (gpt2's c_proj, fed bf16). Loaded in bf16 (--load-dtype bf16) x
+ * is bf16 already and the weight dequantized into bf16: no copy. */
+static enum ag_dtype q4_cdt(const struct bld *b)
+{
+	return b->o->amp != AG_F32 ? b->o->amp : b->o->mdt;
+}
+
 static T q4_linear(struct bld *b, T x, struct pt *w, struct pt *bias, uint64_t *rows, uint64_t *in, int *dx,
                    int *cast)
 {
 	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	const struct q4_st *q = &b->M->q4[w->q4];
-	enum ag_dtype cdt = b->o->amp; /* the compute dtype: bf16 under autocast, else fp32 */
+	/* the compute dtype: bf16 under autocast, or loaded in bf16
+	 * (bnb_4bit_compute_dtype=torch.bfloat16, the recipe's), else fp32 */
+	enum ag_dtype cdt = q4_cdt(b);
 	*in = o->shape[o->ndim - 1], *rows = numel(o) / *in;
 	*cast = o->dtype != cdt;
 	/* gpt2 under autocast: c_attn's result is back in fp32 (x's dtype),
 	 * which the attention's casts (written for a bf16 qkv) do not take,
 	 * and c_proj's bf16 input would cast its bias for good */
-	if (cdt != AG_F32 && b->m->family == ZS_FAMILY_GPT2)
+	if (b->o->amp != AG_F32 && b->m->family == ZS_FAMILY_GPT2)
 		unsupported(b, "QLoRA under autocast over gpt2: Linear4bit hands c_attn's result back in fp32 to an "
 		               "attention written for bf16, and casts c_proj's bias to bf16 for good (bitsandbytes 0.47.0 "
 		               "nn/modules.py line 551)");
@@ -3413,11 +3431,11 @@ static T q4_linear(struct bld *b, T x, struct pt *w, struct pt *bias, uint64_t *
 		unsupported(b, "QLoRA under autocast with a biased 4-bit layer fed bf16: Linear4bit.forward casts its "
 		               "bias to bf16 for good (bitsandbytes 0.47.0 nn/modules.py line 551)");
 	T xm = *cast ? to_dtype(b, x, cdt, "_to_copy (Linear4bit's x.to(compute_dtype))") : x;
-	T bm = bias && cdt != AG_F32 ? to_dtype(b, bias->w, cdt, "_to_copy (Linear4bit's bias.to(compute_dtype))")
+	T bm = bias && cdt != b->s->tensor[bias->w].dtype ? to_dtype(b, bias->w, cdt, "_to_copy (Linear4bit's bias.to(compute_dtype))")
 	       : bias ? bias->w : NO;
 	T x2 = reshape(b, xm, 2, SH(*rows, *in));
 	T d = q4_weight(b, q);
-	if (cdt != AG_F32) { /* .to(A.dtype): the fp32 weight goes as the copy is made */
+	if (cdt != b->s->tensor[d].dtype) { /* .to(A.dtype): the fp32 weight goes as the copy is made */
 		T d16 = to_dtype(b, d, cdt, "_to_copy (dequantize_4bit(...).to(A.dtype))");
 		unref(b, d);
 		d = d16;
@@ -3459,7 +3477,7 @@ static void q4_linear_bwd(struct bld *b, T g, int owned, uint64_t rows, uint64_t
 {
 	const struct ag_tensor go_ = b->s->tensor[g];
 	const struct q4_st *q = &b->M->q4[w->q4];
-	enum ag_dtype cdt = b->o->amp;
+	enum ag_dtype cdt = q4_cdt(b);
 	if (w->lora >= 0) {
 		ref(b, g);
 		lora_bwd(b, g, w->lora, xbuf);
@@ -3474,7 +3492,7 @@ static void q4_linear_bwd(struct bld *b, T g, int owned, uint64_t rows, uint64_t
 	T r = NO;
 	if (dx) {
 		T d = q4_weight(b, q);
-		if (cdt != AG_F32) {
+		if (cdt != b->s->tensor[d].dtype) {
 			T d16 = to_dtype(b, d, cdt, "_to_copy (dequantize_4bit(...).to(grad_output.dtype))");
 			unref(b, d);
 			d = d16;
@@ -3509,7 +3527,10 @@ struct lora_st {
 	                         * x.to(lora_A.weight.dtype) made a copy (ToCopyBackward back to xdt) */
 	enum ag_dtype xdt;      /* x's own dtype */
 	int bnb;                /* over a 4-bit base: lora.bnb.Linear4bit's forward (q4_linear) */
-	int ocast;              /* bnb under autocast: output.to(result's fp32) made a copy (ToCopyBackward) */
+	int ocast;              /* bnb where the term's dtype is not the result's (autocast: a bf16 term, an fp32
+	                         * result; --load-dtype bf16: an fp32 term, a bf16 result): output.to(result's)
+	                         * made a copy (ToCopyBackward) */
+	enum ag_dtype odt;      /* the term's own dtype */
 };
 
 /* Under --wrapper fsdp (o->fsdp_unit_marks) a mark where PEFT's wrap
@@ -3575,7 +3596,8 @@ static T lora_fwd(struct bld *b, T x, T y, int32_t k)
 	 * autocast, so under the CPU's too (seen: False inside
 	 * torch.autocast("cpu")) — output.to(expected_dtype), result's: an
 	 * fp32 copy of the 16-bit term before the sum (ToCopyBackward) */
-	st->ocast = st->bnb && b->s->tensor[m].dtype != b->s->tensor[y].dtype;
+	st->odt = b->s->tensor[m].dtype;
+	st->ocast = st->bnb && st->odt != b->s->tensor[y].dtype;
 	if (st->ocast) {
 		T m32 = to_dtype(b, m, b->s->tensor[y].dtype, "_to_copy (PEFT's output.to(expected_dtype))");
 		unref(b, m);
@@ -3616,7 +3638,7 @@ static void lora_bwd(struct bld *b, T g, int32_t k, T *xbuf)
 		return;
 	}
 	if (st->ocast) /* output.to(expected_dtype)'s ToCopyBackward: g in the term's 16-bit type */
-		g = ac_grad_back_to(b, g, b->o->amp);
+		g = ac_grad_back_to(b, g, st->odt);
 	T cs = cast_scalar_as(b, st->wk, b->s->tensor[g].dtype);
 	T dm = like(b, "mul (scaling backward)", g);
 	op(b, AG_OP_MUL_SCALAR, g, NO, NO, dm, NO, NO)->arg[0] = st->scaling;
@@ -3699,7 +3721,13 @@ static size_t lora_param(struct bld *b, struct model *M, int32_t module, uint64_
 	 * get_peft_model and casts the adapters with every other parameter
 	 * (PEFT's autocast_adapter_dtype had left fp32 adapters fp32: a
 	 * no-op over an fp32 model; docs/finetune.md, "DeepSpeed's bf16") */
-	q->w = mk(b, "parameter", b->o->mdt, 2, SH(rows, cols), AG_ROLE_PARAM, ZS_CAT_PARAM32, -1);
+	/* (--load-dtype bf16: PEFT's autocast_adapter_dtype=True, get_peft_model's
+	 * default (mapping_func.py line 35, v0.20.0), keeps the adapters fp32
+	 * over the bf16 model: cast_adapter_dtype, tuners/tuners_utils.py
+	 * lines 2243-2288, upcasts bf16 ones; over a uint8 Params4bit
+	 * _move_adapter_to_device_of_base_layer casts them to no float dtype) */
+	q->w = mk(b, "parameter", b->o->load_bf16 ? AG_F32 : b->o->mdt, 2, SH(rows, cols), AG_ROLE_PARAM,
+	          ZS_CAT_PARAM32, -1);
 	b->rg[q->w] = 1;
 	b->module = -1;
 	return M->npt++;
@@ -5488,14 +5516,17 @@ static void llama_setup(struct bld *b, struct model *M)
 	 * (modeling_llama.py at 5dd4a635): the same tensor, until
 	 * module.bfloat16() (DeepSpeed's bf16, ag_options.mdt) swaps the
 	 * buffer for a bf16 copy and the attribute keeps the fp32 one */
-	if (b->o->mdt != AG_F32) {
+	if (b->o->mdt != AG_F32 && !b->o->load_bf16) {
 		T orig = mk(b, "original_inv_freq (fp32)", AG_F32, 1, SH(m->head_dim / 2), AG_ROLE_BUFFER, ZS_CAT_PARAM32,
 		            -1);
 		struct ag_event *e = op(b, AG_OP_ROPE_INV_FREQ, NO, NO, NO, orig, NO, NO);
 		e->arg[0] = m->rope_theta;
 		e->arg[1] = gemma3(m) ? m->rope_factor : 0;
 	}
-	M->inv_freq = mk(b, "inv_freq buffer", b->o->mdt, 1, SH(m->head_dim / 2), AG_ROLE_BUFFER, ZS_CAT_PARAM32, -1);
+	/* loaded in bf16 (--load-dtype bf16) the constructor computes it
+	 * under the bf16 default dtype, but as `torch.arange(..., dtype=
+	 * torch.int64).float()` (_compute_default_rope_parameters): fp32 */
+	M->inv_freq = mk(b, "inv_freq buffer", b->o->load_bf16 ? AG_F32 : b->o->mdt, 1, SH(m->head_dim / 2), AG_ROLE_BUFFER, ZS_CAT_PARAM32, -1);
 	/* gemma3_text's global layers' linear rope_scaling (zs_model's
 	 * rope_factor): the same buffer, divided in place as it is made
 	 * (_compute_linear_scaling_rope_parameters' `inv_freq /= factor`);
@@ -7415,7 +7446,8 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->eps = c->eps;
 	o->seed = c->seed;
 	o->amp = c->precision == ZS_AMP_BF16 ? AG_BF16 : c->precision == ZS_AMP_FP16 ? AG_F16 : AG_F32;
-	o->mdt = c->precision == ZS_MIXED && c->wrapper == ZS_WRAPPER_DEEPSPEED ? AG_BF16 : AG_F32;
+	o->mdt = (c->precision == ZS_MIXED && c->wrapper == ZS_WRAPPER_DEEPSPEED) || c->load_bf16 ? AG_BF16 : AG_F32;
+	o->load_bf16 = c->load_bf16;
 	o->grad_accum = c->grad_accum ? c->grad_accum : 1;
 	o->recompute = !c->hf_recompute ? AG_CKPT_NONE : c->wrapper == ZS_WRAPPER_FSDP ? AG_CKPT_IN_UNIT : AG_CKPT_LOOP;
 	o->nonreentrant = o->recompute && c->recompute_nonreentrant;
@@ -7532,7 +7564,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	/* module.bfloat16() (DeepSpeed's bf16, ag_options.mdt): gpt2's and
 	 * llama's step, checked against PyTorch 1.13's allocator
 	 * (tests/ds_bf16_torch.sh); the other families by name */
-	if (o->mdt != AG_F32 && fam > 1)
+	if (o->mdt != AG_F32 && fam > 1 && !o->load_bf16)
 		return refuse(cause, "--model %s: DeepSpeed's bf16 (--precision mixed) over the PyTorch step of a %s is not "
 		              "described yet (gpt2 and llama are)", m->name, m->model_type);
 	/* mixtral's block (moe_fwd): as checked against 1.13's allocator
@@ -7629,6 +7661,19 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		if (no)
 			return refuse(cause, "--model %s: DeepSpeed's ZeRO-3 module marks over %s are not described yet",
 			              m->name, no);
+	}
+	/* --load-dtype bf16: the plain loop, DDP and FSDP, checked against
+	 * 2.6's allocator (tests/ft_lora.sh, ft_fsdp_lora.sh torch26) */
+	if (o->load_bf16) {
+		const char *no = o->zero1_world ? "ZeroRedundancyOptimizer (give --schemes dp)"
+		                 : fam != 1 ? "a model that is not a llama (llama's step is checked)"
+		                 : o->recompute ? "--recompute full"
+		                 : o->lora_dropout > 0 ? "--lora-dropout (give 0)"
+		                 : o->freeze && *o->freeze ? "--freeze"
+		                 : o->attn == ZS_ATTN_SDPA ? "--attn sdpa (give --attn eager)"
+		                                           : NULL;
+		if (no)
+			return refuse(cause, "--load-dtype bf16 with %s is not described yet", no);
 	}
 	if (o->optimizer != ZS_ADAM)
 		return refuse(cause, "--optimizer: the PyTorch step describes Adam only");

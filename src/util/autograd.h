@@ -372,6 +372,15 @@ struct ag_options {
 	 * (docs/finetune.md, "QLoRA's 4-bit base"). */
 	int quant_nf4;
 	int double_quant;
+	/* --load-dtype bf16 (with quant_nf4): QLoRA's bf16 recipe, the model
+	 * loaded with from_pretrained(torch_dtype=torch.bfloat16) (mdt
+	 * AG_BF16: every parameter made bf16, no module.bfloat16() after
+	 * an fp32 build, so inv_freq stays the fp32 buffer its constructor
+	 * computes), each 4-bit layer quantized from its bf16 weight
+	 * (quant_state.dtype bf16: dequantized straight into bf16) with
+	 * compute dtype bf16, and the adapters fp32 (PEFT's
+	 * autocast_adapter_dtype; docs/finetune.md "QLoRA loaded in bf16") */
+	int load_bf16;
 	/* --wrapper fsdp with LoRA (util/ag_fsdp.h): marks around each
 	 * adapter's forward and backward ("unit:lora.K.A:fwd", ":fwd_end",
 	 * ":bwd", ":bwd_end"; B likewise), where PEFT's wrap policy makes

@@ -346,7 +346,7 @@ static const char *const key_names[ZS_NKEYS] = {
 	"ds-prefetch-bucket", "ds-max-live", "torch-version", "torch-device", "optimizer-impl", "zero-grad", "attn",
 	"wrapper", "grad-accum", "ddp-no-sync", "freeze", "lora-r", "lora-alpha", "lora-dropout", "lora-targets",
 	"quant-base", "double-quant", "ds-sub-group-size", "ddp-find-unused",
-	"recompute-impl", "logits", "experts-impl"};
+	"recompute-impl", "logits", "experts-impl", "load-dtype"};
 _Static_assert(sizeof key_names / sizeof key_names[0] == ZS_NKEYS, "a name for every key");
 
 /* One of a PyTorch option's names (names[first..n): "default" is no value
@@ -629,6 +629,11 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 		t.experts_impl = (enum zs_experts_impl)i;
 		break;
 	}
+	case ZS_KEY_LOAD_DTYPE:
+		if (strcmp(value, "fp32") != 0 && strcmp(value, "bf16") != 0)
+			return zs_fail(cause, "--load-dtype: '%.40s' is not one of fp32, bf16", value);
+		t.load_bf16 = strcmp(value, "bf16") == 0;
+		break;
 	case ZS_NKEYS:
 		break;
 	}
@@ -906,6 +911,19 @@ static int check_lora(const struct zs_config *c, char **cause)
 	 * --quant-base none alone would say nothing */
 	if ((c->given & ZS_KEY_BIT(ZS_KEY_DOUBLE_QUANT)) && !c->quant_nf4)
 		return zs_fail(cause, "--double-quant: only with --quant-base nf4 (it quantizes the 4-bit base's absmax)");
+	/* --load-dtype bf16: QLoRA's bf16 recipe (docs/finetune.md, "QLoRA
+	 * loaded in bf16"): the plain loop, DDP and FSDP of PyTorch 2.6
+	 * without autocast so far; the rest by name */
+	if (c->load_bf16 && !c->quant_nf4)
+		return zs_fail(cause, "--load-dtype bf16: only with --quant-base nf4 (QLoRA's bf16 recipe) so far");
+	if (c->load_bf16 && (c->framework != ZS_FW_TORCH || (c->wrapper != ZS_WRAPPER_NONE && c->wrapper != ZS_WRAPPER_FSDP && c->wrapper != ZS_WRAPPER_DDP)))
+		return zs_fail(cause, "--load-dtype bf16 under --framework %s --wrapper %s: not described yet (give "
+		               "--framework torch --wrapper none, ddp or fsdp)", zs_framework_name(c->framework),
+		               zs_wrapper_name(c->wrapper));
+	if (c->load_bf16 && c->precision != ZS_FP32)
+		return zs_fail(cause, "--load-dtype bf16 with --precision %s: autocast over a bf16-loaded model is not "
+		               "described yet (give --precision fp32: no autocast, every op in its operands' dtype)",
+		               zs_precision_name(c->precision));
 	if ((c->given & ZS_KEY_BIT(ZS_KEY_QUANT_BASE)) && !c->lora_r)
 		return zs_fail(cause, "--quant-base %s: only with --lora-r (the 4-bit base is frozen: QLoRA trains "
 		               "adapters over it)", c->quant_nf4 ? "nf4" : "none");
@@ -1402,7 +1420,7 @@ const char *const zs_torch_json_keys[ZS_NTORCH_JSON_KEYS] = {"torch_version", "t
 
 const char *const zs_step_json_keys[ZS_NSTEP_JSON_KEYS] = {
 	"grad_accum", "ddp_no_sync", "freeze", "lora_r", "lora_alpha", "lora_dropout", "lora_targets", "quant_base",
-	"double_quant", "ddp_find_unused", "recompute_impl", "logits", "experts_impl"};
+	"double_quant", "ddp_find_unused", "recompute_impl", "logits", "experts_impl", "load_dtype"};
 
 /* zs_step_json_keys' values, each only where it is on: a K = 1 run, one
  * that freezes nothing, one without LoRA or its 4-bit base writes none,
@@ -1429,6 +1447,8 @@ static void json_step_settings(cJSON *cfg, const struct zs_config *c)
 		cJSON_AddStringToObject(cfg, key[ZS_SJ_QUANT_BASE], "nf4");
 		cJSON_AddBoolToObject(cfg, key[ZS_SJ_DOUBLE_QUANT], c->double_quant);
 	}
+	if (c->load_bf16)
+		cJSON_AddStringToObject(cfg, key[ZS_SJ_LOAD_DTYPE], "bf16");
 	if (c->ddp_find_unused)
 		cJSON_AddBoolToObject(cfg, key[ZS_SJ_DDP_FIND_UNUSED], 1);
 	if (c->recompute_nonreentrant)

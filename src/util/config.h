@@ -115,6 +115,11 @@ enum zs_key {
 	 * fused 3-D parameters under one of its experts implementations;
 	 * zs_model.fused_experts) */
 	ZS_KEY_EXPERTS_IMPL,
+	/* the dtype the model is loaded in (--load-dtype fp32|bf16: Hugging
+	 * Face's from_pretrained(torch_dtype=...)); bf16 only with
+	 * --quant-base nf4 so far (QLoRA's bf16 recipe, docs/finetune.md
+	 * "QLoRA loaded in bf16"; ag_options.mdt) */
+	ZS_KEY_LOAD_DTYPE,
 	ZS_NKEYS
 };
 
@@ -204,6 +209,9 @@ struct zs_config {
 	/* --quant-base nf4 (1; 0: none) and --double-quant on (1; bnb's
 	 * BitsAndBytesConfig default off): only with --lora-r */
 	int quant_nf4, double_quant;
+	/* --load-dtype bf16 (1; 0: fp32, the default): the model loaded in
+	 * bf16, only with --quant-base nf4 */
+	int load_bf16;
 	/* --recompute full under the PyTorch step (util/autograd.h,
 	 * ag_options.recompute): set by measure and theory from their
 	 * --recompute, no key of its own */
@@ -291,6 +299,7 @@ enum zs_step_json_key {
 	ZS_SJ_RECOMPUTE_IMPL,
 	ZS_SJ_LOGITS,
 	ZS_SJ_EXPERTS_IMPL,
+	ZS_SJ_LOAD_DTYPE,
 	ZS_NSTEP_JSON_KEYS
 };
 extern const char *const zs_step_json_keys[ZS_NSTEP_JSON_KEYS];
