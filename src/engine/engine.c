@@ -1238,9 +1238,11 @@ static int run_plain_loop(const struct zs_config *c, enum zs_scheme scheme, unsi
 		tracker_keep_ids(&tr);
 	if (opt->alloc != NULL)
 		tracker_allocator(&tr, opt->alloc);
-	if (ag_exec_tfm_run(c, &c->tfm->hf, c->tfm->seq, world, cs != NULL ? cs->weights : NULL,
-	                    cs != NULL ? cs->tokens : NULL, opt->weights, &tr,
-	                    opt->timeline ? 1 + (opt->timeline_ranks != 0) : 0, &ar, cause) != 0) {
+	/* a case's LoRA adapters start the run where it has them (its "lora") */
+	if (ag_exec_tfm_run_lora(c, &c->tfm->hf, c->tfm->seq, world, cs != NULL ? cs->weights : NULL,
+	                         cs != NULL ? cs->tokens : NULL, cs != NULL ? cs->lora_init : NULL,
+	                         cs != NULL ? cs->nlora_init : 0, opt->weights, &tr,
+	                         opt->timeline ? 1 + (opt->timeline_ranks != 0) : 0, &ar, cause) != 0) {
 		tracker_destroy(&tr);
 		return -1;
 	}

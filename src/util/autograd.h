@@ -123,6 +123,9 @@ struct ag_tensor {
 	                            * holds; else 0 */
 	unsigned char host;        /* a storage in host memory under --torch-device cuda (a CPU scalar:
 	                            * util/autograd.c, host_scalar): 0 device bytes, never the tracker's */
+	uint32_t adapter;          /* a LoRA adapter's weight (PARAM, param -1): 1 + its place among the
+	                            * adapters in model.parameters() order (per adapted layer lora_A, then
+	                            * lora_B: a case's "lora" side file's order); else 0 */
 };
 
 /* The most tokens (batch x seq) whose embedding backward takes CUDA's
