@@ -670,7 +670,7 @@ int zs_cmd_measure(int argc, char **argv)
 		goto fail;
 	if (moe_run_check(&c, mpi, allocator, case_path != NULL || write_case != NULL, &cause) != 0)
 		goto fail;
-	int lora_paper = c.lora_r && c.framework == ZS_FW_PAPER;
+	int lora_paper = zs_lora_engine(&c);
 	if (lora_paper && (case_path != NULL || write_case != NULL)) {
 		zs_fail(&cause, "--lora-r under --framework paper with %s: the case's weights are the base's alone (give "
 		        "--framework torch)", case_path != NULL ? "--case" : "--write-case");

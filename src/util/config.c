@@ -870,12 +870,26 @@ static int check_step_unit(const struct zs_config *c, char **cause)
  * zs_lora_paper_check. */
 static int check_lora_paper(const struct zs_config *c, char **cause)
 {
+	const char *fw = zs_framework_name(c->framework);
 	if (c->precision != ZS_FP32 && c->precision != ZS_MIXED)
-		return zs_fail(cause, "--lora-r under --framework paper: --precision %s is not run with adapters yet (give "
-		               "--precision fp32 or mixed)", zs_precision_name(c->precision));
+		return zs_fail(cause, "--lora-r under --framework %s: --precision %s is not run with adapters yet (give "
+		               "--precision fp32 or mixed)", fw, zs_precision_name(c->precision));
 	if (c->quant_nf4)
-		return zs_fail(cause, "--quant-base nf4 under --framework paper: the 4-bit base is the PyTorch step's alone "
-		               "(give --framework torch)");
+		return zs_fail(cause, "--quant-base nf4 under --framework %s: the 4-bit base is the PyTorch step's alone "
+		               "(give --framework torch)", fw);
+	if (c->framework != ZS_FW_DEEPSPEED)
+		return 0;
+	/* DeepSpeed's own step (docs/finetune.md, "LoRA under DeepSpeed's
+	 * own step"): dp, ZeRO-1 and ZeRO-2 on the device, as its --freeze
+	 * (the same frozen layout: the base a frozen tensor of each unit) */
+	for (size_t i = 0; i < c->nschemes; i++)
+		if (c->schemes[i] == ZS_ZERO3)
+			return zs_fail(cause, "--lora-r under --framework deepspeed --schemes zero3: stage 3's coordinator with "
+			               "frozen adapters is not built in zerosim's own step (give dp, zero1 or zero2, or "
+			               "--wrapper deepspeed)");
+	if (c->offload != ZS_OFFLOAD_NONE)
+		return zs_fail(cause, "--lora-r under --framework deepspeed with --offload %s: not described yet (give "
+		               "--offload none)", zs_offload_name(c->offload));
 	return 0;
 }
 
@@ -909,7 +923,7 @@ static int check_lora(const struct zs_config *c, char **cause)
 		return zs_fail(cause, "--freeze with --lora-r: frozen adapters (LoRA already freezes every base parameter, "
 		               "so --freeze can only freeze adapters) are described under --framework paper, torch "
 		               "--wrapper none, ddp or fsdp, and --wrapper deepspeed, only so far");
-	if (c->framework == ZS_FW_PAPER)
+	if (c->framework == ZS_FW_PAPER || (c->framework == ZS_FW_DEEPSPEED && c->wrapper != ZS_WRAPPER_DEEPSPEED))
 		return check_lora_paper(c, cause);
 	if ((c->framework != ZS_FW_TORCH && c->wrapper != ZS_WRAPPER_DEEPSPEED) || !zs_wrapper_step(c))
 		return zs_fail(cause, "--lora-r: only under --framework paper, or torch with --wrapper none, ddp or fsdp, or "
