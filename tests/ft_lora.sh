@@ -87,8 +87,8 @@ refuse() { # WHAT TEXT MODEL ARGS...: zerosim theory must refuse with one line n
 }
 # shellcheck disable=SC2086
 {
-	refuse "--framework deepspeed's own step" "deepspeed --wrapper auto is not described with LoRA" gpt2 \
-		--framework deepspeed --lora-r 4 # --framework paper runs it: tests/paper_lora.sh
+	refuse "--framework torch's own step (--wrapper auto)" "torch --wrapper auto: its DDP buckets and FSDP units hold every parameter" gpt2 \
+		--framework torch --world 2 --lora-r 4 # --framework paper and deepspeed run it: tests/paper_lora.sh
 	refuse "--attn sdpa" "with --attn sdpa is not described" gpt2 --world 1 --framework torch --wrapper none \
 		--torch-version 2.6 --torch-device cpu --attn sdpa --lora-r 4
 	refuse "phi3 without targets" "PEFT has no default LoRA targets for a phi3" phi3 $plain --lora-r 4

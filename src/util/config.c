@@ -862,8 +862,9 @@ static int check_step_unit(const struct zs_config *c, char **cause)
  * what is described against tests/ft_torch.py), and FSDP with PEFT's wrap
  * policy, each adapter a unit of its own (util/ag_fsdp.h,
  * tests/ft_fsdp_lora.sh); its other keys only with it. */
-/* --lora-r under the paper's step (docs/finetune.md, "LoRA under the
- * paper's schedule and DeepSpeed's own step"): fp32 or mixed, with or
+/* --lora-r under the paper's step and DeepSpeed's own (docs/finetune.md,
+ * "LoRA under the paper's schedule and DeepSpeed's own step"; the latter
+ * dp, ZeRO-1 and ZeRO-2 without offload): fp32 or mixed, with or
  * without the adapters' dropout (drawn as the PyTorch step's,
  * engine/tfm_net.c), no 4-bit base, built so far; the model's part (a
  * mixture, --unit model, zero3 at N > 1) is util/lora.h's
@@ -926,8 +927,9 @@ static int check_lora(const struct zs_config *c, char **cause)
 	if (c->framework == ZS_FW_PAPER || (c->framework == ZS_FW_DEEPSPEED && c->wrapper != ZS_WRAPPER_DEEPSPEED))
 		return check_lora_paper(c, cause);
 	if ((c->framework != ZS_FW_TORCH && c->wrapper != ZS_WRAPPER_DEEPSPEED) || !zs_wrapper_step(c))
-		return zs_fail(cause, "--lora-r: only under --framework paper, or torch with --wrapper none, ddp or fsdp, or "
-		               "--wrapper deepspeed, so far (--framework %s --wrapper %s is not described with LoRA yet)",
+		return zs_fail(cause, "--lora-r: only under --framework paper or deepspeed, or torch with --wrapper none, ddp "
+		               "or fsdp, so far (--framework %s --wrapper %s: its DDP buckets and FSDP units hold every "
+		               "parameter, as under --freeze; docs/finetune.md)",
 		               zs_framework_name(c->framework), zs_wrapper_name(c->wrapper));
 	/* bitsandbytes 0.47.0 requires torch >= 2.2 (its pyproject.toml line 45;
 	 * it registers its ops with torch.library.register_kernel) */
