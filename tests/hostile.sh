@@ -688,7 +688,9 @@ done
 rm -r tside.json zero.f32 side-fifo.f32 side-dir.f32 tiny.json tcase.json tcase.f32
 bad_case cv-xz 's#"y": \[\[0.5\]\]#"y": [[0.5]], "z": 1#' "cv-xz.json: the case's batches[0][0] has the unknown key \"z\" (x, y)"
 bad_case cv-v1 's#zerosim-case/2#zerosim-case/1#' "cv-v1.json: unknown key \"precision\" in a zerosim-case/1 file"
-bad_case cv-v4 's#zerosim-case/2#zerosim-case/4#' "cv-v4.json: this file is format zerosim-case/4, this zerosim reads zerosim-case/3 or zerosim-case/2 or zerosim-case/1"
+bad_case cv-v5 's#zerosim-case/2#zerosim-case/5#' "cv-v5.json: this file is format zerosim-case/5, this zerosim reads zerosim-case/4 or zerosim-case/3 or zerosim-case/2 or zerosim-case/1"
+# LoRA's adapters are a transformer's
+bad_case cv-lora 's#"steps": 1,#"steps": 1, "lora": {},#' "cv-lora.json: \"lora\" in an MLP's case (LoRA adapts a transformer's linear layers)"
 # zerosim-case/3's freeze: not in a /2 file, nor in an MLP's case
 bad_case cv-freeze2 's#"steps": 1,#"steps": 1, "freeze": "embeddings",#' "cv-freeze2.json: unknown key \"freeze\" in a zerosim-case/2 file (frozen parameters are zerosim-case/3's)"
 bad_case cv-freeze3 's#zerosim-case/2#zerosim-case/3#; s#"steps": 1,#"steps": 1, "freeze": "embeddings",#' "cv-freeze3.json: \"freeze\" in an MLP's case (--freeze names a transformer's parameters)"

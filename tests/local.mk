@@ -306,6 +306,8 @@ EXTRA_DIST += tests/ft_lora.sh tests/ft_cmp.py tests/ft_lib.sh
 # does not install here; a few seconds)
 TESTS += tests/ft_qlora.sh
 EXTRA_DIST += tests/ft_qlora.sh
+TESTS += tests/case_lora.sh
+EXTRA_DIST += tests/case_lora.sh
 # torch's zero1 (--wrapper ddp --schemes zero1) with --freeze, --lora-r and
 # --grad-accum: theory and measure, every rank, against PyTorch 1.13's
 # ZeroRedundancyOptimizer over the trainable parameters, to the byte, and

@@ -118,6 +118,29 @@ fz_train "llama all-linear down_proj.lora_B frozen N=2 K=2" ddp zero2 --model "$
 	--precision fp32 --batch 2 --steps 3 --lora-r 4 --lr 1e-2 --lora-targets all-linear --grad-accum 2 \
 	--freeze '*.down_proj.lora_B*'
 [ "$checked" -eq 40 ] || { echo "$name: $checked comparisons, 40 expected" >&2; exit 1; }
+# DeepSpeed's own step (--framework deepspeed, --wrapper auto; refused on
+# 6da2932): the paper's adapters under its dp, ZeRO-1 and ZeRO-2 (their
+# frozen layout, as its --freeze), theory = measure, and the losses those
+# of DeepSpeed's engine over the PyTorch step (--wrapper deepspeed) at
+# T + 1, as the paper's are the PyTorch step's (seen: 0, bit for bit)
+fz_agree --model "$llama" --framework deepspeed --lora-r 4 --precision fp32 --world 1,2,3 --schemes dp,zero1,zero2 \
+	--unit layer
+fz_agree --model "$gpt2" --framework deepspeed --lora-r 4 --lora-targets all-linear --lora-dropout 0.1 --precision mixed \
+	--grad-accum 2 --world 1,2 --schemes dp,zero1,zero2 --unit layer --recompute full
+for scheme in zero1 zero2; do
+	ds="--model $tmp/llama.json --framework deepspeed --world 2 --precision fp32 --batch 2 --steps 3 --lora-r 4"
+	ds="$ds --lora-dropout 0.1 --lr 1e-2 --schemes $scheme"
+	# shellcheck disable=SC2086
+	"$zerosim" measure $ds --wrapper deepspeed --torch-version 1.13 --torch-device cpu --attn eager --seq 32 \
+		--out "$tmp/a.json" &&
+		"$zerosim" measure $ds --unit layer --seq 31 --out "$tmp/b.json" || exit 99
+	if fz_close "$tmp/a.json" "$tmp/b.json"; then
+		echo "ok: llama q,v dropout 0.1 N=2 deepspeed $scheme against --wrapper deepspeed: relative$(cat "$tmp/cmp")"
+	else
+		echo "$name: FAIL: deepspeed $scheme against --wrapper deepspeed: relative$(cat "$tmp/cmp")" >&2
+		status=1
+	fi
+done
 fz_control --lora-r 4
 # The controls of the rows above: the paper's step without the option
 # against the PyTorch step with it (lr 1e-2, where an adapter's dropout or
@@ -262,7 +285,9 @@ refuse "under --framework paper: its term 'embeddings' matches no adapter" --pre
 refuse "freezes every one of llama-tiny's 8 adapter tensors" --precision fp32 --freeze blocks:0-1 --unit layer
 refuse "trainable adapters are not one run" --precision fp32 --lora-targets all-linear --freeze '*.v_proj.lora_*' \
 	--unit layer
-refuse "deepspeed --wrapper auto is not described with LoRA" --precision fp32 --framework deepspeed
+refuse "deepspeed --schemes zero3: stage 3's coordinator with frozen adapters" --precision fp32 --framework deepspeed
+refuse "deepspeed with --offload optimizer: not described" --precision fp32 --framework deepspeed --schemes zero2 \
+	--offload optimizer --world 2
 refuse "no linear layer of llama-tiny matches" --precision fp32 --lora-targets lm_head --unit layer
 # 6. The report of a paper LoRA run (its transformer section's LoRA
 # paragraph, Ψ_t the adapters'): tests/report_lora.sh.

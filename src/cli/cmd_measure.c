@@ -131,12 +131,14 @@ static void usage(FILE *f)
 	      "                         none; default 33554432, PyTorch 2.6 on H100/H200;\n"
 	      "                         8519680 on other GPUs)\n"
 	      "      --dump-weights FILE  write the final fp32 weights (zerosim-weights/1)\n"
-	      "      --write-case FILE  write the run's case (zerosim-case/2, /3 with --freeze:\n"
+	      "      --write-case FILE  write the run's case (zerosim-case/2, /3 with --freeze,\n"
+	      "                         /4 with --quant-base nf4:\n"
 	      "                         initial weights, every batch, the training options;\n"
 	      "                         one --world), for --case or another framework; a\n"
 	      "                         transformer's weights go to FILE's name with .f32\n"
 	      "                         for .json beside it\n"
-	      "                         (--lora-r: the adapters to .lora.f32's)\n"
+	      "                         (--lora-r: the adapters to .lora.f32's, which\n"
+	      "                         --case starts them from)\n"
 	      "  -q, --quiet            no progress line on standard error\n"
 	      "\n"
 	      "Other:\n"
@@ -206,6 +208,12 @@ static void setting_text(const struct zs_config *c, enum zs_key k, char *buf, si
 	case ZS_KEY_LR: zs_number_text(c->lr, buf, n); break;
 	case ZS_KEY_BETA1: zs_number_text(c->beta1, buf, n); break;
 	case ZS_KEY_BETA2: zs_number_text(c->beta2, buf, n); break;
+	case ZS_KEY_LORA_R: snprintf(buf, n, "%u", c->lora_r); break;
+	case ZS_KEY_LORA_ALPHA: zs_number_text(c->lora_alpha, buf, n); break;
+	case ZS_KEY_LORA_DROPOUT: zs_number_text(c->lora_dropout, buf, n); break;
+	case ZS_KEY_LORA_TARGETS: snprintf(buf, n, "%s", c->lora_targets[0] ? c->lora_targets : "default"); break;
+	case ZS_KEY_QUANT_BASE: snprintf(buf, n, "%s", c->quant_nf4 ? "nf4" : "none"); break;
+	case ZS_KEY_DOUBLE_QUANT: snprintf(buf, n, "%s", c->double_quant ? "on" : "off"); break;
 	default: zs_number_text(c->eps, buf, n); break;
 	}
 }
@@ -252,6 +260,11 @@ static int apply_case(struct zs_config *c, const struct zs_case *cs, const char 
 	if ((given & ZS_KEY_BIT(ZS_KEY_GRAD_ACCUM)) && c->grad_accum != K)
 		return zs_fail(cause, "--grad-accum %u disagrees with the case file's grad_accum %u", c->grad_accum, K);
 	c->grad_accum = K;
+	/* the seed the case's dropout masks were drawn from: the run's draws
+	 * are keyed by it (nothing else of a case run is: its weights,
+	 * tokens and adapters are the file's) */
+	if (cs->has_dropout_seed)
+		c->seed = cs->dropout_seed;
 	for (size_t i = 0; i < sizeof training / sizeof training[0]; i++) {
 		char mine[40], theirs[40];
 		if (!(cs->train.given & ZS_KEY_BIT(training[i])))
@@ -290,6 +303,36 @@ static int apply_case(struct zs_config *c, const struct zs_case *cs, const char 
 		snprintf(c->freeze, sizeof c->freeze, "%s", t->freeze);
 		c->given |= ZS_KEY_BIT(ZS_KEY_FREEZE);
 	}
+	/* the case's "lora": LoRA's settings and (zerosim-case/4) the 4-bit
+	 * base's, each as its option; the adapters start from the case's
+	 * values, so a case without them runs no LoRA (its adapters' start
+	 * would be a seed's the case does not name) */
+	static const enum zs_key lora_keys[] = {ZS_KEY_LORA_R, ZS_KEY_LORA_ALPHA, ZS_KEY_LORA_DROPOUT,
+	                                        ZS_KEY_LORA_TARGETS, ZS_KEY_QUANT_BASE, ZS_KEY_DOUBLE_QUANT};
+	static const char *const lora_names[] = {"lora-r", "lora-alpha", "lora-dropout",
+	                                         "lora-targets", "quant-base", "double-quant"};
+	if (cs->lora_init == NULL && c->lora_r)
+		return zs_fail(cause, "--lora-r with a case that has no \"lora\": the case does not hold the adapters' "
+		               "initial values (write it with measure --write-case --lora-r)");
+	if (cs->lora_init == NULL)
+		return 0;
+	for (size_t i = 0; i < sizeof lora_keys / sizeof lora_keys[0]; i++) {
+		char mine[ZS_LORA_TARGETS_MAX + 16], theirs[ZS_LORA_TARGETS_MAX + 16];
+		setting_text(c, lora_keys[i], mine, sizeof mine);
+		setting_text(t, lora_keys[i], theirs, sizeof theirs);
+		if ((given & ZS_KEY_BIT(lora_keys[i])) && strcmp(mine, theirs) != 0)
+			return zs_fail(cause, "--%s %s disagrees with the case file's %s %s", lora_names[i], mine, lora_names[i],
+			               theirs);
+	}
+	c->lora_r = t->lora_r;
+	c->lora_alpha = t->lora_alpha;
+	c->lora_dropout = t->lora_dropout;
+	snprintf(c->lora_targets, sizeof c->lora_targets, "%s", t->lora_targets);
+	c->quant_nf4 = t->quant_nf4;
+	c->double_quant = t->double_quant;
+	c->given |= t->given & (ZS_KEY_BIT(ZS_KEY_LORA_R) | ZS_KEY_BIT(ZS_KEY_LORA_ALPHA) |
+	                        ZS_KEY_BIT(ZS_KEY_LORA_DROPOUT) | ZS_KEY_BIT(ZS_KEY_LORA_TARGETS) |
+	                        ZS_KEY_BIT(ZS_KEY_QUANT_BASE) | ZS_KEY_BIT(ZS_KEY_DOUBLE_QUANT));
 	return 0;
 }
 
@@ -584,15 +627,6 @@ int zs_cmd_measure(int argc, char **argv)
 		zs_fail(&cause, "--model and --case exclude each other: the case file gives the model");
 		goto fail;
 	}
-	/* QLoRA: a case has no key for the 4-bit base, and neither reader
-	 * would run one (measure --case does not read LoRA's adapters back;
-	 * tests/ft_torch.py has no bitsandbytes): refused, not written
-	 * without it (docs/formats.md) */
-	if (c.quant_nf4 && write_case != NULL) {
-		zs_fail(&cause, "--write-case with --quant-base nf4: a case has no key for the 4-bit base (its reader, "
-		        "tests/ft_torch.py --case, has no bitsandbytes)");
-		goto fail;
-	}
 	/* --recompute-impl non-reentrant: a case has no key for the
 	 * checkpoint's implementation (docs/formats.md); one written without
 	 * it would name the reentrant run */
@@ -606,12 +640,6 @@ int zs_cmd_measure(int argc, char **argv)
 	if (c.logits_dropped && write_case != NULL) {
 		zs_fail(&cause, "--write-case with --logits dropped: a case has no key for the loop's hold on the logits "
 		        "(its reader would keep them)");
-		goto fail;
-	}
-	/* LoRA: --write-case writes the adapters' initial values (the case's
-	 * "lora", for tests/ft_torch.py --case); --case does not run them yet */
-	if (c.lora_r && case_path != NULL) {
-		zs_fail(&cause, "--lora-r with --case: a case's LoRA adapters are not read back yet");
 		goto fail;
 	}
 	if (model_arg != NULL && load_transformer(&c, &tfm, model_arg, seq_arg, recompute_arg, &cause) != 0)
@@ -654,7 +682,7 @@ int zs_cmd_measure(int argc, char **argv)
 		goto fail;
 	if (moe_run_check(&c, mpi, allocator, case_path != NULL || write_case != NULL, &cause) != 0)
 		goto fail;
-	int lora_paper = c.lora_r && c.framework == ZS_FW_PAPER;
+	int lora_paper = zs_lora_engine(&c);
 	if (lora_paper && (case_path != NULL || write_case != NULL)) {
 		zs_fail(&cause, "--lora-r under --framework paper with %s: the case's weights are the base's alone (give "
 		        "--framework torch)", case_path != NULL ? "--case" : "--write-case");
@@ -711,10 +739,11 @@ int zs_cmd_measure(int argc, char **argv)
 	int writer = !mpi || launched_rank() <= 0;
 	char *model_file = zs_model_file(model_arg); /* the config --model reads */
 	const struct zs_path in[] = {{"--spec", spec}, {"--case", case_path}, {"--model", model_file},
-	                             {"--case's weights", cs != NULL ? cs->weights_file : NULL}};
+	                             {"--case's weights", cs != NULL ? cs->weights_file : NULL},
+	                             {"--case's adapters", cs != NULL ? cs->lora_file : NULL}};
 	const struct zs_path outs[] = {{"--out", out}, {"--dump-weights", dump}, {"--write-case", write_case},
 	                               {"--write-case's weights", write_side}, {"--write-case's adapters", write_lora}};
-	int clash = writer ? zs_check_paths(in, 4, outs, 5, &cause) : 0;
+	int clash = writer ? zs_check_paths(in, 5, outs, 5, &cause) : 0;
 	free(model_file);
 	if (clash != 0)
 		goto fail;

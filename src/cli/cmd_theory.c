@@ -719,7 +719,7 @@ int zs_cmd_theory(int argc, char **argv)
 		if (rc < 0)
 			goto bad;
 	}
-	if (model_arg != NULL && config.lora_r && config.framework != ZS_FW_PAPER) { /* the description's adapters */
+	if (model_arg != NULL && config.lora_r && !zs_lora_engine(&config)) { /* the description's adapters */
 		struct step_params lp;
 		if (zs_lora_params(&lp, &model, &model, &config, &cause) != 0)
 			goto bad;

@@ -1506,6 +1506,14 @@ static int is_inplace(enum ag_op op)
 	return (op >= AG_OP_ZERO_ && op <= AG_OP_ADAM_FUSED_) || op == AG_OP_BERNOULLI_;
 }
 
+/* Whether the feed gave parameter storage t its value: a step_params
+ * tensor's, or a case's LoRA adapter (feed.adapter). */
+static int fed_param(const struct ag_exec *x, uint32_t t)
+{
+	const struct ag_tensor *a = &x->s->tensor[t];
+	return a->param >= 0 || (a->adapter != 0 && x->feed.adapter != NULL);
+}
+
 static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **cause)
 {
 	struct opctx oc_ = {x, e, ei, cause}, *oc = &oc_;
@@ -1513,8 +1521,7 @@ static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **
 	 * (nn.Module's init): the feed gave them their values. */
 	int params_only = x->in_setup;
 	for (int k = 0; k < AG_MAXOUT && params_only; k++)
-		params_only = e->out[k] == AG_NONE ||
-		              (is_param(x, e->out[k]) && x->s->tensor[storage_of(x, e->out[k])].param >= 0);
+		params_only = e->out[k] == AG_NONE || (is_param(x, e->out[k]) && fed_param(x, storage_of(x, e->out[k])));
 	if (params_only && e->out[0] != AG_NONE)
 		return 0;
 	struct agv in[AG_MAXIN] = {0}, out[AG_MAXOUT] = {0};
@@ -1770,6 +1777,12 @@ static int do_alloc(struct ag_exec *x, const struct ag_event *e, size_t ei, char
 			return x->feed.param == NULL ? fail_ev(cause, e, ei, "parameter %s (%u) has no initial value",
 			                                       what_of(s, t), t)
 			                             : -1;
+		x->written[t] = 1;
+	}
+	if (s->tensor[t].role == AG_ROLE_PARAM && s->tensor[t].param < 0 && s->tensor[t].adapter != 0 &&
+	    x->feed.adapter != NULL && x->in_setup) { /* a case's adapter, in place of its draw */
+		if (x->feed.adapter(x->feed.ctx, s, t, x->buf[t], cause) != 0)
+			return -1;
 		x->written[t] = 1;
 	}
 	if (s->tensor[t].role == AG_ROLE_INPUT) {
@@ -2167,6 +2180,9 @@ struct tfm_feed {
 	int32_t *part;            /* per storage of the list: its part of a fused tensor, or -1 */
 	const float *init;        /* a case's Ψ values, or NULL: the seed's */
 	const int *tokens;        /* a case's ids ([step][world][B][T + 1]), or NULL: the seed's task */
+	const float *lora;        /* a case's LoRA adapters (nlora values, ag_exec_tfm_adapters' order), or
+	                           * NULL: the set-up draws them */
+	size_t nlora;
 	struct tfm_task task;
 	uint64_t B, T;
 	unsigned K;               /* --grad-accum: micro-steps an optimizer step */
@@ -2293,6 +2309,35 @@ static int feed_tfm_input(void *ctx, const struct ag_step *s, uint32_t t, unsign
 	for (uint64_t k = BT; k-- > 0;)
 		wide[k] = ids[k];
 	return 0;
+}
+
+/* A case's adapter t: its values from f->lora, at the place its number
+ * gives (the adapters before it in that order, each its elements). */
+static int feed_tfm_adapter(void *ctx, const struct ag_step *s, uint32_t t, void *data, char **cause)
+{
+	const struct tfm_feed *f = ctx;
+	const struct ag_tensor *a = &s->tensor[t];
+	uint64_t n = a->bytes / ag_dtype_size(a->dtype), at = 0;
+	for (uint32_t u = 0; u < s->ntensors; u++)
+		if (s->tensor[u].storage == u && s->tensor[u].adapter != 0 && s->tensor[u].adapter < a->adapter)
+			at += s->tensor[u].bytes / ag_dtype_size(s->tensor[u].dtype);
+	if ((a->dtype != AG_F32 && a->dtype != AG_BF16) || at + n > f->nlora)
+		return zs_fail(cause, "the case's lora holds %zu values, and the run's adapter %u (%s) is not a float32 "
+		               "part of them", f->nlora, a->adapter, what_of(s, t));
+	if (a->dtype == AG_F32) {
+		memcpy(data, f->lora + at, n * sizeof(float));
+		return 0;
+	}
+	uint16_t *d16 = data; /* module.bfloat16() (DeepSpeed's bf16): rounded as the base's weights are */
+	for (uint64_t i = 0; i < n; i++)
+		d16[i] = to_bf16(f->lora[at + i]);
+	return 0;
+}
+
+static int feed_rank_adapter(void *ctx, const struct ag_step *s, uint32_t t, void *data, char **cause)
+{
+	const struct rank_feed *r = ctx;
+	return feed_tfm_adapter(r->f, s, t, data, cause);
 }
 
 static int feed_rank_param(void *ctx, const struct ag_step *s, uint32_t t, void *data, char **cause)
@@ -2585,7 +2630,11 @@ int ag_exec_tfm_adapters(const struct zs_config *c, const struct zs_model *hf, u
 	 * keyed by the seed and the event's index, every rank's alike: the
 	 * plain loop's adapters are the ones the FSDP run starts from */
 	struct zs_config plain;
-	if (c->wrapper == ZS_WRAPPER_FSDP) {
+	/* (DeepSpeed's engine likewise: its set-up copies the plain loop's,
+	 * then flattens the adapters into its fp32 partitions and frees them;
+	 * tests/case_lora.sh holds the --wrapper deepspeed run from its case
+	 * to the seed's losses) */
+	if (c->wrapper == ZS_WRAPPER_FSDP || c->wrapper == ZS_WRAPPER_DEEPSPEED) {
 		plain = *c;
 		plain.wrapper = ZS_WRAPPER_NONE;
 		c = &plain;
@@ -2609,7 +2658,12 @@ int ag_exec_tfm_adapters(const struct zs_config *c, const struct zs_model *hf, u
 	if (rc == 0) {
 		for (uint32_t t = 0; t < s.ntensors; t++) {
 			const struct ag_tensor *q = &s.tensor[t];
-			const float *d = q->storage == t && q->role == AG_ROLE_PARAM && q->param < 0 && q->dtype == AG_F32
+			/* the adapters alone (util/autograd.c tags them): not a
+			 * wrapper's own parameter storages, such as DeepSpeed's
+			 * fp32 partition of them (which made the case's lora 2,688
+			 * values for llama-tiny q,v r 4 at N = 2, not 1,792) */
+			const float *d = q->storage == t && q->role == AG_ROLE_PARAM && q->param < 0 && q->adapter != 0 &&
+			                         q->dtype == AG_F32
 			                     ? ag_exec_data(&x[0], t)
 			                     : NULL;
 			if (d == NULL)
@@ -2865,7 +2919,8 @@ static int moe_refit(struct ag_exec *x, const struct step_save *v, struct ag_ste
  * route otherwise on some rank corrects, running again from its start
  * (moe_refit) rather than failing. */
 static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, unsigned world,
-                   const float *init, const int *tokens, int want_weights, struct zs_tracker *trk,
+                   const float *init, const int *tokens, const float *lora, size_t nlora, int want_weights,
+                   struct zs_tracker *trk,
                    int want_timeline, struct ag_exec_result *out, uint64_t *seen, uint64_t *fix, char **cause)
 {
 	struct ag_step *own = NULL; /* a mixture's: each rank's step's list, built for its routing (list_at) */
@@ -2880,6 +2935,21 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 		return -1;
 	f.init = init;
 	f.tokens = tokens;
+	f.lora = lora;
+	f.nlora = nlora;
+	if (lora != NULL) { /* a case's adapters: as many values as the run has */
+		uint64_t want = 0;
+		for (uint32_t u = 0; u < s.ntensors; u++)
+			if (s.tensor[u].storage == u && s.tensor[u].adapter != 0)
+				want += s.tensor[u].bytes / ag_dtype_size(s.tensor[u].dtype);
+		if (want != nlora) {
+			zs_fail(cause, "the case's lora holds %zu adapter values, and the run's adapters have %llu", nlora,
+			        (unsigned long long)want);
+			ag_step_free(&s);
+			feed_free(&f);
+			return -1;
+		}
+	}
 	if (tokens == NULL)
 		tfm_task_init(&f.task, f.dims.vocab, c->seed);
 	tfm_blas_init();
@@ -2907,7 +2977,8 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 	struct ag_exec *x = zs_calloc(world, sizeof *x);
 	for (unsigned k = 0; k < world; k++) {
 		rf[k] = (struct rank_feed){.f = &f, .rank = k};
-		feed[k] = (struct ag_exec_feed){.ctx = &rf[k], .param = feed_rank_param, .input = feed_rank_input};
+		feed[k] = (struct ag_exec_feed){.ctx = &rf[k], .param = feed_rank_param, .input = feed_rank_input,
+		                                .adapter = lora != NULL ? feed_rank_adapter : NULL};
 	}
 	out->losses = zs_calloc(c->steps ? c->steps : 1, sizeof *out->losses);
 	int rc = ag_exec_begin_ranks(x, world, &s, &o, &tr, feed, cause), begun = rc == 0;
@@ -3096,7 +3167,7 @@ static int moe_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 	struct zs_tracker sc;
 	struct ag_exec_result r;
 	tracker_init(&sc, world);
-	int rc = tfm_run(c2, hf, seq, world, init, tokens, 0, &sc, 0, &r, seen, guess, cause);
+	int rc = tfm_run(c2, hf, seq, world, init, tokens, NULL, 0, 0, &sc, 0, &r, seen, guess, cause);
 	tracker_destroy(&sc);
 	/* the first step's list reshaped by its routing (moe_step_build):
 	 * guess holds the corrected blocks, so the search starts again with
@@ -3106,7 +3177,7 @@ static int moe_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 		free(*cause);
 		*cause = NULL;
 		tracker_init(&sc, world);
-		rc = tfm_run(c2, hf, seq, world, init, tokens, 0, &sc, 0, &r, seen, guess, cause);
+		rc = tfm_run(c2, hf, seq, world, init, tokens, NULL, 0, 0, &sc, 0, &r, seen, guess, cause);
 		tracker_destroy(&sc);
 	}
 	if (rc == MOE_RESHAPE)
@@ -3116,7 +3187,7 @@ static int moe_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 		rc = moe_starved(hf, guess, S, K, world, c->ddp_find_unused, c->wrapper == ZS_WRAPPER_FSDP, cause);
 	}
 	if (rc == 0)
-		rc = tfm_run(c2, hf, seq, world, init, tokens, want_weights, trk, want_timeline, out, seen, NULL, cause);
+		rc = tfm_run(c2, hf, seq, world, init, tokens, NULL, 0, want_weights, trk, want_timeline, out, seen, NULL, cause);
 	if (rc == 0) {
 		out->routing = zs_malloc(n * sizeof *out->routing);
 		for (size_t i = 0; i < n; i++)
@@ -3137,7 +3208,19 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
 {
 	if (hf->experts > 0 && (world == 1 || c->wrapper == ZS_WRAPPER_DDP || c->wrapper == ZS_WRAPPER_FSDP))
 		return moe_run(c, hf, seq, world, want_weights, trk, want_timeline, init, tokens, out, cause);
-	return tfm_run(c, hf, seq, world, init, tokens, want_weights, trk, want_timeline, out, NULL, NULL, cause);
+	return tfm_run(c, hf, seq, world, init, tokens, NULL, 0, want_weights, trk, want_timeline, out, NULL, NULL, cause);
+}
+
+int ag_exec_tfm_run_lora(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, unsigned world,
+                         const float *init, const int *tokens, const float *lora, size_t nlora, int want_weights,
+                         struct zs_tracker *trk, int want_timeline, struct ag_exec_result *out, char **cause)
+{
+	if (lora == NULL)
+		return ag_exec_tfm_run(c, hf, seq, world, init, tokens, want_weights, trk, want_timeline, out, cause);
+	if (hf->experts > 0)
+		return zs_fail(cause, "a case's LoRA adapters over a mixture of experts: not run");
+	return tfm_run(c, hf, seq, world, init, tokens, lora, nlora, want_weights, trk, want_timeline, out, NULL, NULL,
+	               cause);
 }
 
 void ag_exec_result_free(struct ag_exec_result *r)

@@ -64,6 +64,11 @@ struct ag_exec_feed {
 	/* Write the batch of step `step` (0-based) into input storage t; 0,
 	 * or -1 with *cause. */
 	int (*input)(void *ctx, const struct ag_step *s, uint32_t t, unsigned step, void *data, char **cause);
+	/* Where not NULL: write the initial value of LoRA adapter storage t
+	 * (its tensor's adapter > 0) into data when the set-up makes it, in
+	 * place of the set-up's ops that draw it (a case's adapters); 0, or
+	 * -1 with *cause. NULL: the set-up's ops draw them. */
+	int (*adapter)(void *ctx, const struct ag_step *s, uint32_t t, void *data, char **cause);
 };
 
 struct ag_exec {
@@ -183,6 +188,12 @@ struct ag_exec_result {
 int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, unsigned world,
                     const float *init, const int *tokens, int want_weights, struct zs_tracker *tr,
                     int want_timeline, struct ag_exec_result *out, char **cause);
+/* The same, with LoRA's adapters starting from lora (nlora values in the
+ * order ag_exec_tfm_adapters gives them: a case's "lora"), not drawn by
+ * the set-up; NULL: drawn. */
+int ag_exec_tfm_run_lora(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, unsigned world,
+                         const float *init, const int *tokens, const float *lora, size_t nlora, int want_weights,
+                         struct zs_tracker *tr, int want_timeline, struct ag_exec_result *out, char **cause);
 void ag_exec_result_free(struct ag_exec_result *r);
 
 /* LoRA's adapters (--lora-r) as the run of ag_exec_tfm_run (the same c,

@@ -1,10 +1,11 @@
 /*
- * case — reading and writing a zerosim-case/3, /2 or /1 file (docs/formats.md):
+ * case — reading and writing a zerosim-case/4, /3, /2 or /1 file (docs/formats.md):
  * the model (an MLP's widths, or a transformer's config with its sequence
  * length and recompute mode), the initial weights (in the file, or a
  * transformer's in a raw float32 side file beside it) and every rank's
  * batch at every step, and (/2) the training settings ((/3) with its
- * --freeze), so that the same run can be fed to another framework and
+ * --freeze), LoRA's settings and adapters ("lora"; (/4) over the 4-bit
+ * base), so that the same run can be fed to another framework and
  * compared. Every key is checked,
  * and a key the version does not have is an error naming it (a user
  * writes this file); a wrong shape names the place it was found.
@@ -119,7 +120,7 @@ static int batches_shape(const cJSON *batches, const struct zs_case *cs, char **
 static const char *const keys_v1[] = {"format", "layers", "world", "batch", "steps", "weights", "batches"};
 static const char *const training_v2[] = {"precision", "optimizer", "lr", "beta1", "beta2", "eps"};
 /* A transformer's, in place of "layers" and "batches" (zerosim-case/2). */
-static const char *const tfm_v2[] = {"model", "seq", "recompute", "tokens", "grad_accum"};
+static const char *const tfm_v2[] = {"model", "seq", "recompute", "tokens", "grad_accum", "dropout_seed"};
 
 static int listed(const char *key, const char *const *list, size_t n)
 {
@@ -158,11 +159,10 @@ static int keys(const cJSON *root, int version, struct zs_case *cs, char **cause
 		}
 		if (version >= 2 && LISTED(it->string, tfm_v2))
 			continue;
-		/* written by measure --write-case --lora-r for tests/ft_torch.py
-		 * --case; zerosim's own --case does not run LoRA yet */
+		/* LoRA's settings and adapters (measure --write-case --lora-r):
+		 * read by lora() below */
 		if (version >= 2 && strcmp(it->string, "lora") == 0)
-			return zs_fail(cause, "\"lora\" (LoRA's adapters): a case with LoRA is not read back by measure "
-			               "--case yet (tests/ft_torch.py --case reads it)");
+			continue;
 		if (version == 1 && (LISTED(it->string, training_v2) || LISTED(it->string, tfm_v2)))
 			return zs_fail(cause, "unknown key \"%.40s\" in a zerosim-case/1 file (training settings "
 			               "and transformers are zerosim-case/2's)", it->string);
@@ -177,53 +177,55 @@ static int keys(const cJSON *root, int version, struct zs_case *cs, char **cause
 	int mlp = cJSON_HasObjectItem(root, "layers") || cJSON_HasObjectItem(root, "batches");
 	int tfm = cJSON_HasObjectItem(root, "model") || cJSON_HasObjectItem(root, "tokens") ||
 	          cJSON_HasObjectItem(root, "seq") || cJSON_HasObjectItem(root, "recompute") ||
-	          cJSON_HasObjectItem(root, "grad_accum");
+	          cJSON_HasObjectItem(root, "grad_accum") || cJSON_HasObjectItem(root, "dropout_seed");
 	if (mlp && tfm)
 		return zs_fail(cause, "the case mixes an MLP's \"layers\" and \"batches\" with a transformer's "
 		               "\"model\", \"seq\", \"recompute\", \"tokens\" and \"grad_accum\"");
 	if (mlp && cJSON_HasObjectItem(root, "freeze"))
 		return zs_fail(cause, "\"freeze\" in an MLP's case (--freeze names a transformer's parameters)");
+	if (mlp && cJSON_HasObjectItem(root, "lora"))
+		return zs_fail(cause, "\"lora\" in an MLP's case (LoRA adapts a transformer's linear layers)");
 	return 0;
 }
 
-/* Read the case's "weights" (n values): an array, or a side file
- * {"file", "count", "digest"} of raw little-endian float32 (its path
- * relative to the case's folder), read without blocking and only if it is
- * a regular file of exactly 4n bytes. */
-static int weights_file(const cJSON *w, const char *path, size_t n, struct zs_case *cs, char **cause)
+/* Read a side file {"file", "count", "digest"} of `what` (the case's
+ * "weights", or its "lora"'s part: `what` names it, the key's other keys
+ * are the caller's) of raw little-endian float32 (its path relative to the
+ * case's folder), read without blocking and only if it is a regular file
+ * of exactly 4n bytes (n 0: its count's): *vals (n values), *side its path
+ * (both the caller's). */
+static int side_file(const cJSON *w, const char *path, size_t n, const char *what, float **vals, char **sidep,
+                     size_t *got_n, char **cause)
 {
-	const cJSON *it;
-	cJSON_ArrayForEach(it, w)
-		if (strcmp(it->string, "file") != 0 && strcmp(it->string, "count") != 0 &&
-		    strcmp(it->string, "digest") != 0)
-			return zs_fail(cause, "the case's \"weights\" has the unknown key \"%.40s\" (file, count, digest)",
-			               it->string);
 	const char *file, *digest = NULL;
 	unsigned long long count;
-	if (zs_json_string(w, "file", "the case's weights", &file, cause) != 0 ||
-	    zs_json_uint(w, "count", "the case's weights", 1, 0x1p53, &count, cause) != 0)
-		return -1;
-	if (cJSON_HasObjectItem(w, "digest") && zs_json_string(w, "digest", "the case's weights", &digest, cause) != 0)
+	char *where = zs_asprintf("the case's %s", what);
+	int bad = zs_json_string(w, "file", where, &file, cause) != 0 ||
+	          zs_json_uint(w, "count", where, 1, 0x1p53, &count, cause) != 0 ||
+	          (cJSON_HasObjectItem(w, "digest") && zs_json_string(w, "digest", where, &digest, cause) != 0);
+	free(where);
+	if (bad)
 		return -1;
 	if (*file == '\0' || *file == '/')
-		return zs_fail(cause, "the case's weights.file \"%.60s\" is not a path relative to the case's folder", file);
-	if (count != n)
-		return zs_fail(cause, "the case's weights.count is %llu, the model has %zu parameters", count, n);
+		return zs_fail(cause, "the case's %s.file \"%.60s\" is not a path relative to the case's folder", what, file);
+	if (n != 0 && count != n)
+		return zs_fail(cause, "the case's %s.count is %llu, the model has %zu parameters", what, count, n);
+	n = (size_t)count;
+	*got_n = n;
 	const char *slash = strrchr(path, '/');
-	cs->weights_file = slash == NULL ? zs_strdup(file)
-	                                 : zs_asprintf("%.*s/%s", (int)(slash - path), path, file);
-	const char *side = cs->weights_file;
+	*sidep = slash == NULL ? zs_strdup(file) : zs_asprintf("%.*s/%s", (int)(slash - path), path, file);
+	const char *side = *sidep;
 	struct stat st;
 	char *why = NULL;
 	int fd = zs_open_regular(side, &st, &why);
 	if (fd < 0) {
-		int r = zs_fail(cause, "the case's weights file %s", why);
+		int r = zs_fail(cause, "the case's %s file %s", what, why);
 		free(why);
 		return r;
 	}
 	if ((double)st.st_size != 4.0 * (double)n) {
 		close(fd);
-		return zs_fail(cause, "the case's weights file %s holds %lld bytes, not 4 x %zu (its count)", side,
+		return zs_fail(cause, "the case's %s file %s holds %lld bytes, not 4 x %zu (its count)", what, side,
 		               (long long)st.st_size, n);
 	}
 	unsigned char *buf = zs_malloc(4 * n + 1);
@@ -244,30 +246,126 @@ static int weights_file(const cJSON *w, const char *path, size_t n, struct zs_ca
 	close(fd);
 	if (got != 4 * n) {
 		free(buf);
-		return got == SIZE_MAX ? zs_fail(cause, "the case's weights file %s: %s", side, strerror(errno))
-		                       : zs_fail(cause, "the case's weights file %s changed size while read", side);
+		return got == SIZE_MAX ? zs_fail(cause, "the case's %s file %s: %s", what, side, strerror(errno))
+		                       : zs_fail(cause, "the case's %s file %s changed size while read", what, side);
 	}
 	if (digest != NULL) {
 		char have[32];
 		snprintf(have, sizeof have, "xxh3:%016llx", (unsigned long long)XXH3_64bits(buf, 4 * n));
 		if (strcmp(have, digest) != 0) {
 			free(buf);
-			return zs_fail(cause, "the case's weights file %s has the digest %s, the case says %.40s", side,
+			return zs_fail(cause, "the case's %s file %s has the digest %s, the case says %.40s", what, side,
 			               have, digest);
 		}
 	}
-	cs->weights = zs_malloc(n * sizeof(float));
+	float *v = *vals = zs_malloc(n * sizeof(float));
 	for (size_t i = 0; i < n; i++) {
 		const unsigned char *b = buf + 4 * i;
 		uint32_t u = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-		memcpy(&cs->weights[i], &u, sizeof u);
-		if (!isfinite(cs->weights[i])) {
+		memcpy(&v[i], &u, sizeof u);
+		if (!isfinite(v[i])) {
 			free(buf);
-			return zs_fail(cause, "the case's weights file %s: value %zu is not a finite fp32 number", side, i);
+			return zs_fail(cause, "the case's %s file %s: value %zu is not a finite fp32 number", what, side, i);
 		}
 	}
 	free(buf);
 	return 0;
+}
+
+/* The case's "weights" as a side file (n values). */
+static int weights_file(const cJSON *w, const char *path, size_t n, struct zs_case *cs, char **cause)
+{
+	const cJSON *it;
+	cJSON_ArrayForEach(it, w)
+		if (strcmp(it->string, "file") != 0 && strcmp(it->string, "count") != 0 &&
+		    strcmp(it->string, "digest") != 0)
+			return zs_fail(cause, "the case's \"weights\" has the unknown key \"%.40s\" (file, count, digest)",
+			               it->string);
+	size_t got;
+	return side_file(w, path, n, "weights", &cs->weights, &cs->weights_file, &got, cause);
+}
+
+/* A setting of the case's "lora" as the option of that name takes it
+ * (zs_config_set: its ranges and messages), into cs->train. */
+static int lora_setting(struct zs_case *cs, const char *option, const char *key, const cJSON *v, char **cause)
+{
+	char text[64];
+	if (cJSON_IsNumber(v))
+		snprintf(text, sizeof text, "%.17g", v->valuedouble);
+	else if (cJSON_IsString(v) && strlen(v->valuestring) < sizeof text)
+		snprintf(text, sizeof text, "%s", v->valuestring);
+	else if (cJSON_IsBool(v))
+		snprintf(text, sizeof text, "%s", cJSON_IsTrue(v) ? "on" : "off");
+	else
+		return zs_fail(cause, "the case's lora.%s is not %s", key,
+		               strcmp(key, "targets") == 0 || strcmp(key, "quant_base") == 0 ? "a string (at most 63 characters)"
+		               : strcmp(key, "double_quant") == 0                          ? "a boolean"
+		                                                                            : "a number");
+	if (strcmp(key, "double_quant") == 0 && !cJSON_IsBool(v))
+		return zs_fail(cause, "the case's lora.double_quant is not a boolean");
+	char *why = NULL;
+	if (zs_config_set(&cs->train, option, text, &why) != 0) {
+		const char *rest = strncmp(why, "--", 2) == 0 ? why + strcspn(why, ": ") : why;
+		int r = zs_fail(cause, "the case's lora.%s%s", key, rest);
+		free(why);
+		return r;
+	}
+	return 0;
+}
+
+/* The case's "lora" (a transformer's; zerosim-case/2 on, its quant_base
+ * and double_quant zerosim-case/4's): LoRA's settings into cs->train, as
+ * --lora-r, --lora-alpha, --lora-dropout and --lora-targets would set them
+ * ("default": the family's own, no --lora-targets), the 4-bit base's, and
+ * the adapters' initial values from its side file. */
+static int lora(const cJSON *root, const char *path, int version, struct zs_case *cs, char **cause)
+{
+	const cJSON *l = cJSON_GetObjectItemCaseSensitive(root, "lora");
+	if (l == NULL)
+		return 0;
+	if (!cJSON_IsObject(l))
+		return zs_fail(cause, "the case's \"lora\" is not an object");
+	static const char *const lkeys[] = {"r", "alpha", "dropout", "targets", "file", "count", "digest"};
+	static const char *const qkeys[] = {"quant_base", "double_quant"};
+	const cJSON *it;
+	cJSON_ArrayForEach(it, l) {
+		for (const cJSON *e = l->child; e != it; e = e->next)
+			if (strcmp(e->string, it->string) == 0)
+				return zs_fail(cause, "the case's \"lora\" gives the key \"%.40s\" twice", it->string);
+		if (LISTED(it->string, qkeys) && version < 4)
+			return zs_fail(cause, "unknown key \"%.40s\" in a zerosim-case/%d file's lora (the 4-bit base is "
+			               "zerosim-case/4's)", it->string, version);
+		if (!LISTED(it->string, lkeys) && !LISTED(it->string, qkeys))
+			return zs_fail(cause, "the case's \"lora\" has the unknown key \"%.40s\" (r, alpha, dropout, targets, "
+			               "file, count, digest%s)", it->string, version >= 4 ? ", quant_base, double_quant" : "");
+	}
+	/* every setting written: a case that leaves one out would train at
+	 * the command line's (as tests/ft_torch.py refuses one without
+	 * dropout) */
+	static const char *const need[] = {"r", "alpha", "dropout", "targets"};
+	static const char *const option[] = {"lora-r", "lora-alpha", "lora-dropout", "lora-targets"};
+	for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(l, need[i]);
+		if (v == NULL)
+			return zs_fail(cause, "the case's \"lora\" has no \"%s\"", need[i]);
+		if (i == 0 && (!cJSON_IsNumber(v) || v->valuedouble < 1))
+			return zs_fail(cause, "the case's lora.r is not a rank (1 to %llu)", ZS_MAX_LORA_R);
+		if (i == 3 && cJSON_IsString(v) && strcmp(v->valuestring, "default") == 0)
+			continue; /* the family's own: no --lora-targets */
+		if (lora_setting(cs, option[i], need[i], v, cause) != 0)
+			return -1;
+	}
+	const cJSON *qb = cJSON_GetObjectItemCaseSensitive(l, "quant_base"),
+	            *dq = cJSON_GetObjectItemCaseSensitive(l, "double_quant");
+	if (qb != NULL && lora_setting(cs, "quant-base", "quant_base", qb, cause) != 0)
+		return -1;
+	if (dq != NULL && !cs->train.quant_nf4)
+		return zs_fail(cause, "the case's lora.double_quant without its quant_base nf4");
+	if (cs->train.quant_nf4 && dq == NULL)
+		return zs_fail(cause, "the case's lora.quant_base nf4 without its double_quant");
+	if (dq != NULL && lora_setting(cs, "double-quant", "double_quant", dq, cause) != 0)
+		return -1;
+	return side_file(l, path, 0, "lora", &cs->lora_init, &cs->lora_file, &cs->nlora_init, cause);
 }
 
 /* "weights": Ψ values as an array, or the side file. */
@@ -484,7 +582,7 @@ static int tokens(const cJSON *root, struct zs_case *cs, char **cause)
 	return 0;
 }
 
-static int load_tfm(const cJSON *root, const char *path, struct zs_case *cs, char **cause)
+static int load_tfm(const cJSON *root, const char *path, int version, struct zs_case *cs, char **cause)
 {
 	cs->tfm = zs_calloc(1, sizeof *cs->tfm);
 	cs->grad_accum = 1;
@@ -493,27 +591,37 @@ static int load_tfm(const cJSON *root, const char *path, struct zs_case *cs, cha
 	    zs_json_uint(root, "grad_accum", "case", 1, (double)ZS_MAX_GRAD_ACCUM, &k, cause) != 0)
 		return -1;
 	cs->grad_accum = (unsigned)k;
+	/* the seed the run's dropout masks were drawn from (the model's and
+	 * LoRA's: the PyTorch step's bernoulli_, engine/rng.h, keyed by it) */
+	unsigned long long ds;
+	if (cJSON_HasObjectItem(root, "dropout_seed")) {
+		if (zs_json_uint(root, "dropout_seed", "case", 0, (double)ZS_MAX_SEED, &ds, cause) != 0)
+			return -1;
+		cs->dropout_seed = (uint64_t)ds;
+		cs->has_dropout_seed = 1;
+	}
 	if (model(root, cs->tfm, cause) != 0 || world_batch_steps(root, cs, cause) != 0 || tokens(root, cs, cause) != 0)
 		return -1;
-	/* The weights last: the side file is read once all else is known good. */
-	return weights(root, path, tfm_nparams(&cs->tfm->dims), cs, cause);
+	/* The side files last: read once all else is known good. */
+	return weights(root, path, tfm_nparams(&cs->tfm->dims), cs, cause) != 0 ? -1
+	       : lora(root, path, version, cs, cause);
 }
 
 int engine_case_load(const char *path, struct zs_case **out, char **cause)
 {
 	cJSON *root;
-	if (zs_json_load(path, "zerosim-case/3 or zerosim-case/2 or zerosim-case/1", &root, cause) != 0)
+	if (zs_json_load(path, "zerosim-case/4 or zerosim-case/3 or zerosim-case/2 or zerosim-case/1", &root, cause) != 0)
 		return -1;
 	struct zs_case *cs = zs_calloc(1, sizeof *cs);
 	zs_config_defaults(&cs->train);
 	cs->train.given = 0;
 	const char *format = cJSON_GetObjectItemCaseSensitive(root, "format")->valuestring;
-	/* (zs_json_load took one of the three formats alone) */
-	int version = strcmp(format, "zerosim-case/3") == 0 ? 3 : strcmp(format, "zerosim-case/2") == 0 ? 2 : 1;
+	/* (zs_json_load took one of the four formats alone) */
+	int version = format[strlen(format) - 1] - '0';
 	char *why = NULL;
 	int r = keys(root, version, cs, &why) != 0                   ? -1
 	        : cJSON_HasObjectItem(root, "layers") || version == 1 ? load_mlp(root, path, cs, &why)
-	                                                              : load_tfm(root, path, cs, &why);
+	                                                              : load_tfm(root, path, version, cs, &why);
 	cJSON_Delete(root);
 	if (r != 0) {
 		zs_fail(cause, "%s: %s", path, why);
@@ -536,6 +644,7 @@ void engine_case_free(struct zs_case *cs)
 	free(cs->tokens);
 	free(cs->weights_file);
 	free(cs->lora_init);
+	free(cs->lora_file);
 	free(cs);
 }
 
@@ -703,6 +812,12 @@ static char *lora_key(cJSON *root, const struct zs_case *cs, const struct zs_con
 	/* (its reader, tests/ft_torch.py --case, trains at this dropout) */
 	cJSON_AddItemToObject(l, "dropout", cJSON_CreateNumber(c->lora_dropout));
 	cJSON_AddItemToObject(l, "targets", cJSON_CreateString(c->lora_targets[0] ? c->lora_targets : "default"));
+	/* the 4-bit base (zerosim-case/4): quantized from the case's fp32
+	 * weights as the run's set-up quantizes them */
+	if (c->quant_nf4) {
+		cJSON_AddItemToObject(l, "quant_base", cJSON_CreateString("nf4"));
+		cJSON_AddItemToObject(l, "double_quant", cJSON_CreateBool(c->double_quant));
+	}
 	cJSON_AddItemToObject(l, "file", cJSON_CreateString(base != NULL ? base + 1 : lpath));
 	cJSON_AddItemToObject(l, "count", cJSON_CreateNumber((double)cs->nlora_init));
 	cJSON_AddItemToObject(l, "digest", cJSON_CreateString(digest));
@@ -712,9 +827,12 @@ static char *lora_key(cJSON *root, const struct zs_case *cs, const struct zs_con
 int engine_case_write(const char *path, const struct zs_case *cs, const struct zs_config *c, char **cause)
 {
 	cJSON *root = cJSON_CreateObject();
-	/* /3 only where it says more than /2 can (its freeze): every other
-	 * case stays one an older reader takes */
-	cJSON_AddItemToObject(root, "format", cJSON_CreateString(c->freeze[0] ? "zerosim-case/3" : "zerosim-case/2"));
+	/* /3 only where it says more than /2 can (its freeze), /4 where the
+	 * base is 4-bit (lora's quant_base): every other case stays one an
+	 * older reader takes */
+	cJSON_AddItemToObject(root, "format", cJSON_CreateString(c->lora_r && c->quant_nf4 ? "zerosim-case/4"
+	                                                         : c->freeze[0]              ? "zerosim-case/3"
+	                                                                                     : "zerosim-case/2"));
 	if (cs->tfm != NULL) {
 		cJSON_AddItemToObject(root, "model", hf_config(cs->tfm));
 		cJSON_AddItemToObject(root, "seq", cJSON_CreateNumber((double)cs->tfm->seq));
@@ -761,6 +879,12 @@ int engine_case_write(const char *path, const struct zs_case *cs, const struct z
 		const int *at = cs->tokens;
 		if (cs->grad_accum > 1)
 			cJSON_AddItemToObject(root, "grad_accum", cJSON_CreateNumber(cs->grad_accum));
+		/* a run that draws dropout masks (the model's probabilities, or
+		 * LoRA's) draws them from its seed: the case names it, so that
+		 * --case draws the same masks */
+		const struct zs_model *hf = &cs->tfm->hf;
+		if ((c->lora_r && c->lora_dropout > 0) || hf->embd_pdrop > 0 || hf->attn_pdrop > 0 || hf->resid_pdrop > 0)
+			cJSON_AddItemToObject(root, "dropout_seed", cJSON_CreateNumber((double)c->seed));
 		for (unsigned t = 0; t < cs->steps * (cs->grad_accum ? cs->grad_accum : 1); t++) {
 			cJSON *stepv = cJSON_CreateArray();
 			cJSON_AddItemToArray(all, stepv);

@@ -283,7 +283,7 @@ static void run_layout(struct zs_layout *lo, const struct zs_net *m, const struc
 static int freeze_layout(struct zs_layout *lo, const struct zs_config *c, enum zs_scheme scheme, unsigned world,
                          enum zs_unit unit, char **cause)
 {
-	int lora = c->lora_r && c->framework == ZS_FW_PAPER; /* the base frozen (util/lora.h) */
+	int lora = zs_lora_engine(c); /* the base frozen (util/lora.h) */
 	if ((!c->freeze[0] && !lora) || (c->framework != ZS_FW_PAPER && c->framework != ZS_FW_DEEPSPEED))
 		return 0; /* DeepSpeed's ZeRO-1/2 and dp lay out as the paper's (zs_freeze_paper_check) */
 	if (c->tfm == NULL)
@@ -1238,9 +1238,11 @@ static int run_plain_loop(const struct zs_config *c, enum zs_scheme scheme, unsi
 		tracker_keep_ids(&tr);
 	if (opt->alloc != NULL)
 		tracker_allocator(&tr, opt->alloc);
-	if (ag_exec_tfm_run(c, &c->tfm->hf, c->tfm->seq, world, cs != NULL ? cs->weights : NULL,
-	                    cs != NULL ? cs->tokens : NULL, opt->weights, &tr,
-	                    opt->timeline ? 1 + (opt->timeline_ranks != 0) : 0, &ar, cause) != 0) {
+	/* a case's LoRA adapters start the run where it has them (its "lora") */
+	if (ag_exec_tfm_run_lora(c, &c->tfm->hf, c->tfm->seq, world, cs != NULL ? cs->weights : NULL,
+	                         cs != NULL ? cs->tokens : NULL, cs != NULL ? cs->lora_init : NULL,
+	                         cs != NULL ? cs->nlora_init : 0, opt->weights, &tr,
+	                         opt->timeline ? 1 + (opt->timeline_ranks != 0) : 0, &ar, cause) != 0) {
 		tracker_destroy(&tr);
 		return -1;
 	}
@@ -1338,7 +1340,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 		r->init = opt->init;
 	else if (c->tfm == NULL)
 		r->init = own_init = engine_initial_weights(c);
-	else if (c->lora_r && c->framework == ZS_FW_PAPER && (r->init = own_init = lora_initial_weights(c, cause)) == NULL) {
+	else if (zs_lora_engine(c) && (r->init = own_init = lora_initial_weights(c, cause)) == NULL) {
 		layout_free(&r->layout);
 		net_free(&r->model);
 		free(r);

@@ -38,10 +38,13 @@ struct zs_case {
 	                     next-token targets one place on; under
 	                     grad_accum K, [step·K + micro-step][rank]... */
 	unsigned grad_accum; /* a transformer's micro-steps a step (1: none) */
+	uint64_t dropout_seed; /* a transformer's: the seed its dropout masks are drawn from, */
+	int has_dropout_seed;  /* where the case gives one ("dropout_seed") */
 	float *lora_init;   /* LoRA's adapters as the run started them (measure
 	                       --write-case --lora-r: ag_exec_tfm_adapters), in
 	                       model.parameters() order; NULL without (owned) */
 	size_t nlora_init;
+	char *lora_file;    /* the side file they were read from, or NULL */
 	struct zs_config train; /* zerosim-case/2's training settings: those
 	                           in train.given are the case's (case.c) */
 };

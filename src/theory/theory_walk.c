@@ -1290,7 +1290,8 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		 * buckets and the full grads (ZeRO-1 the model's, ZeRO-2 a
 		 * unit's at a time), at every N; step() its buffers. */
 		theory_schedule_states(out, units, NULL, b, ZS_ZERO2, world, &sts);
-		if (c->freeze[0]) { /* --freeze: the trainable elements partitioned, sent (docs/schedule.md) */
+		if (zs_config_trains_part(c)) { /* --freeze, or LoRA's frozen base: the trainable elements partitioned, sent
+		                                 * (docs/schedule.md) */
 			frozen_units(&frozen, p, 0, unit, world, out->nunits);
 			uint64_t pass_t = (uint64_t)(world - 1) * frozen.tshard;
 			out->comm_bytes = pass_t * (b->g + b->p);

@@ -3800,6 +3800,10 @@ static size_t lora_setup(struct bld *b, struct model *M)
 		op(b, AG_OP_MUL_SCALAR_, A, NO, NO, A, NO, NO)->arg[0] = 2 / sqrt((double)in);
 		st->b = lora_param(b, M, module, out, r);
 		op(b, AG_OP_FILL, NO, NO, NO, M->pt[st->b].w, NO, NO)->arg[0] = 0;
+		/* their places in the order a case's "lora" lists them (engine/ag_exec.c
+		 * feeds a case's values there in place of these ops' draws) */
+		b->s->tensor[A].adapter = 2 * (uint32_t)M->nlora + 1;
+		b->s->tensor[M->pt[st->b].w].adapter = 2 * (uint32_t)M->nlora + 2;
 		M->pt[w].lora = (int32_t)M->nlora++;
 		/* --freeze over PEFT's model: the adapters it names frozen (bit 0
 		 * lora_A, bit 1 lora_B), as tests/ft_torch.py freezes by name

@@ -126,6 +126,9 @@ struct ag_tensor {
 	unsigned char q4;          /* PARAM: a base weight's storage --quant-base nf4 quantized (its packed
 	                            * codes, an AG_Q4_CODES buffer of the same param and part, hold it:
 	                            * util/autograd.c, q4_quantize) */
+	uint32_t adapter;          /* a LoRA adapter's weight (PARAM, param -1): 1 + its place among the
+	                            * adapters in model.parameters() order (per adapted layer lora_A, then
+	                            * lora_B: a case's "lora" side file's order); else 0 */
 };
 
 /* The most tokens (batch x seq) whose embedding backward takes CUDA's

@@ -884,20 +884,35 @@ static int check_step_unit(const struct zs_config *c, char **cause)
  * what is described against tests/ft_torch.py), and FSDP with PEFT's wrap
  * policy, each adapter a unit of its own (util/ag_fsdp.h,
  * tests/ft_fsdp_lora.sh); its other keys only with it. */
-/* --lora-r under the paper's step (docs/finetune.md, "LoRA under the
- * paper's schedule and DeepSpeed's own step"): fp32 or mixed, with or
+/* --lora-r under the paper's step and DeepSpeed's own (docs/finetune.md,
+ * "LoRA under the paper's schedule and DeepSpeed's own step"; the latter
+ * dp, ZeRO-1 and ZeRO-2 without offload): fp32 or mixed, with or
  * without the adapters' dropout (drawn as the PyTorch step's,
  * engine/tfm_net.c), no 4-bit base, built so far; the model's part (a
  * mixture, --unit model, zero3 at N > 1) is util/lora.h's
  * zs_lora_paper_check. */
 static int check_lora_paper(const struct zs_config *c, char **cause)
 {
+	const char *fw = zs_framework_name(c->framework);
 	if (c->precision != ZS_FP32 && c->precision != ZS_MIXED)
-		return zs_fail(cause, "--lora-r under --framework paper: --precision %s is not run with adapters yet (give "
-		               "--precision fp32 or mixed)", zs_precision_name(c->precision));
+		return zs_fail(cause, "--lora-r under --framework %s: --precision %s is not run with adapters yet (give "
+		               "--precision fp32 or mixed)", fw, zs_precision_name(c->precision));
 	if (c->quant_nf4)
-		return zs_fail(cause, "--quant-base nf4 under --framework paper: the 4-bit base is the PyTorch step's alone "
-		               "(give --framework torch)");
+		return zs_fail(cause, "--quant-base nf4 under --framework %s: the 4-bit base is the PyTorch step's alone "
+		               "(give --framework torch)", fw);
+	if (c->framework != ZS_FW_DEEPSPEED)
+		return 0;
+	/* DeepSpeed's own step (docs/finetune.md, "LoRA under DeepSpeed's
+	 * own step"): dp, ZeRO-1 and ZeRO-2 on the device, as its --freeze
+	 * (the same frozen layout: the base a frozen tensor of each unit) */
+	for (size_t i = 0; i < c->nschemes; i++)
+		if (c->schemes[i] == ZS_ZERO3)
+			return zs_fail(cause, "--lora-r under --framework deepspeed --schemes zero3: stage 3's coordinator with "
+			               "frozen adapters is not built in zerosim's own step (give dp, zero1 or zero2, or "
+			               "--wrapper deepspeed)");
+	if (c->offload != ZS_OFFLOAD_NONE)
+		return zs_fail(cause, "--lora-r under --framework deepspeed with --offload %s: not described yet (give "
+		               "--offload none)", zs_offload_name(c->offload));
 	return 0;
 }
 
@@ -944,11 +959,12 @@ static int check_lora(const struct zs_config *c, char **cause)
 		return zs_fail(cause, "--freeze with --lora-r: frozen adapters (LoRA already freezes every base parameter, "
 		               "so --freeze can only freeze adapters) are described under --framework paper, torch "
 		               "--wrapper none, ddp or fsdp, and --wrapper deepspeed, only so far");
-	if (c->framework == ZS_FW_PAPER)
+	if (c->framework == ZS_FW_PAPER || (c->framework == ZS_FW_DEEPSPEED && c->wrapper != ZS_WRAPPER_DEEPSPEED))
 		return check_lora_paper(c, cause);
 	if ((c->framework != ZS_FW_TORCH && c->wrapper != ZS_WRAPPER_DEEPSPEED) || !zs_wrapper_step(c))
-		return zs_fail(cause, "--lora-r: only under --framework paper, or torch with --wrapper none, ddp or fsdp, or "
-		               "--wrapper deepspeed, so far (--framework %s --wrapper %s is not described with LoRA yet)",
+		return zs_fail(cause, "--lora-r: only under --framework paper or deepspeed, or torch with --wrapper none, ddp "
+		               "or fsdp, so far (--framework %s --wrapper %s: its DDP buckets and FSDP units hold every "
+		               "parameter, as under --freeze; docs/finetune.md)",
 		               zs_framework_name(c->framework), zs_wrapper_name(c->wrapper));
 	/* bitsandbytes 0.47.0 requires torch >= 2.2 (its pyproject.toml line 45;
 	 * it registers its ops with torch.library.register_kernel) */

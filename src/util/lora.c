@@ -181,7 +181,7 @@ void zs_lora_describe(struct step_params *p, const struct zs_lora_set *s, double
 int zs_lora_step_params(struct step_params *p, const struct zs_model *shape, const struct zs_model *hf,
                         const struct zs_config *c, char **cause)
 {
-	if (c->framework == ZS_FW_PAPER)
+	if (zs_lora_engine(c))
 		return zs_lora_params(p, shape, hf, c, cause);
 	step_params_build(p, shape);
 	step_params_freeze(p, zs_freeze_saved_spec(c));
@@ -247,9 +247,14 @@ static int frozen_adapters_check(const struct step_params *p, const char *spec, 
 	return 0;
 }
 
+int zs_lora_engine(const struct zs_config *c)
+{
+	return c->lora_r && (c->framework == ZS_FW_PAPER || (c->framework == ZS_FW_DEEPSPEED && !zs_wrapper_step(c)));
+}
+
 int zs_lora_paper_check(const struct zs_config *c, const struct zs_model *m, char **cause)
 {
-	if (!c->lora_r || c->framework != ZS_FW_PAPER)
+	if (!zs_lora_engine(c))
 		return 0;
 	if (m == NULL)
 		return zs_fail(cause, "--lora-r under --framework paper: only with --model (a transformer: the MLP has no "

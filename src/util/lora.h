@@ -123,6 +123,10 @@ int zs_lora_params(struct step_params *p, const struct zs_model *shape, const st
  * names adapters: a term that names none, a pattern that freezes them
  * all, a block whose trained adapters are not one run). */
 int zs_lora_paper_check(const struct zs_config *c, const struct zs_model *m, char **cause);
+/* Whether zerosim's own step runs c's adapters (util/lora.h's description
+ * in the engine's net and the theory's walk): --lora-r under --framework
+ * paper, or deepspeed without --wrapper deepspeed (DeepSpeed's own step). */
+int zs_lora_engine(const struct zs_config *c);
 
 /* The adapters' elements, Σ r·(in + out): PEFT's trainable count
  * (PeftModel.get_nb_trainable_parameters, peft_model.py line 955). */
