@@ -145,6 +145,14 @@ rm=gpt2
 refuse "--load-dtype bf16 over gpt2" "--load-dtype bf16 with a model that is not a llama" --lora-r 4 \
 	--quant-base nf4 --load-dtype bf16
 rm=llama
+# a case has no key for the dtype the model is loaded in: --write-case
+# refuses it and writes no case (the 4-bit base it writes: case_lora.sh)
+cmd=measure refuse "--load-dtype bf16 with --write-case" "--load-dtype bf16 with --write-case: a case has no key" \
+	--lora-r 4 --quant-base nf4 --load-dtype bf16 --write-case "$tmp/bf16case.json"
+if [ -e "$tmp/bf16case.json" ]; then
+	echo "FAIL: --load-dtype bf16 with --write-case wrote a case"
+	status=1
+fi
 # gpt2 under autocast: Linear4bit hands c_attn's result back in fp32, and
 # c_proj's bf16 input would cast its bias to bf16 for good (bitsandbytes
 # 0.47.0 nn/modules.py line 551)

@@ -642,6 +642,14 @@ int zs_cmd_measure(int argc, char **argv)
 		        "(its reader would keep them)");
 		goto fail;
 	}
+	/* --load-dtype bf16: a case has no key for the dtype the model is
+	 * loaded in (docs/formats.md); its values are fp32, and a bf16-loaded
+	 * set-up quantizes from their bf16 rounding, so neither side is one run */
+	if (c.load_bf16 && (write_case != NULL || case_path != NULL)) {
+		zs_fail(&cause, "--load-dtype bf16 with %s: a case has no key for the dtype the model is loaded in",
+		        write_case != NULL ? "--write-case" : "--case");
+		goto fail;
+	}
 	if (model_arg != NULL && load_transformer(&c, &tfm, model_arg, seq_arg, recompute_arg, &cause) != 0)
 		goto fail;
 	if (case_path != NULL) {
