@@ -121,6 +121,9 @@ sed 's/}$/, "rope_scaling": {"rope_type": "dynamic", "factor": 8.0}}/' "$tmp/gem
 expect_refused '"rope_scaling" is {"rope_type":"dynamic","factor":8}; the engine.s transformer runs null or gemma3_text.s linear scaling' "$tmp/dyn.json" --seq 8
 sed 's/}$/, "rope_scaling": {"rope_type": "linear"}}/' "$tmp/gemma3-tiny.json" >"$tmp/nofactor.json"
 expect_refused '"rope_scaling" is {"rope_type":"linear"}' "$tmp/nofactor.json" --seq 8
+# a factor that is 0 in the engine's float (its rope divides in float)
+sed 's/}$/, "rope_scaling": {"rope_type": "linear", "factor": 1e-50}}/' "$tmp/gemma3-tiny.json" >"$tmp/tiny.json"
+expect_refused '"rope_scaling" is {"rope_type":"linear","factor":1e-50}' "$tmp/tiny.json" --seq 8
 sed 's/}$/, "layer_types": ["full_attention", "sliding_attention", "full_attention"]}/' \
 	"$tmp/gemma3-nopattern.json" >"$tmp/types2.json"
 expect_refused '"layer_types" is not one global layer in every' "$tmp/types2.json" --seq 8

@@ -168,10 +168,11 @@ ZS_HELP_TORCH_STEP
 "                         and --seq (its runs' \"routing\"), model, --seed\n"
 "                         and --precision (from step 2 --optimizer, --lr,\n"
 "                         --beta1, --beta2, --eps); --framework torch\n"
-"                         --wrapper none or ddp (mixtral, qwen2_moe,\n"
+"                         --wrapper none, ddp or fsdp (mixtral, qwen2_moe,\n"
 "                         qwen3_moe; 1.13 or 2.6, fp32): balanced or worst\n"
 "                         every step and rank alike (worst: step 1\n"
-"                         balanced, --steps 2 or more), or FILE, its last\n"
+"                         balanced, --steps 2 or more; no bound there: a\n"
+"                         run can peak above it), or FILE, its last\n"
 "                         step (its peak the most of its steps' after the\n"
 "                         first; ddp: each rank's own, none idle but under\n"
 "                         --ddp-find-unused on, one N a sweep where the\n"
@@ -338,8 +339,12 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 		size_t LE1 = x->blocks / x->micro * x->experts; /* one micro-step's lists */
 		/* (under --wrapper fsdp no parameter has a .grad of its own: the
 		 * flat parameter's, whole, from the first step on, an idle
-		 * expert's slot SplitWithSizesBackward's zeros, util/ag_fsdp.c) */
-		for (size_t i = 0; config->wrapper != ZS_WRAPPER_FSDP && i < x->blocks * x->experts; i++) {
+		 * expert's slot SplitWithSizesBackward's zeros, util/ag_fsdp.c;
+		 * under --experts-impl eager the fused parameters' grads come
+		 * whole from any hit expert's select_backward, so an idle expert
+		 * has its slot of them from the first step on) */
+		int whole = config->wrapper == ZS_WRAPPER_FSDP || config->experts_impl == ZS_EXPERTS_EAGER;
+		for (size_t i = 0; !whole && i < x->blocks * x->experts; i++) {
 			/* under --grad-accum K an expert idle in one micro-step of the
 			 * first step and used in another has its .grad by the step's
 			 * end (AccumulateGrad makes it at its first token), and the

@@ -377,8 +377,8 @@ static void read_rope_scaling(const cJSON *cfg, struct zs_model *m)
 		type = cJSON_GetObjectItemCaseSensitive(rs, "type");
 	const cJSON *f = cJSON_GetObjectItemCaseSensitive(rs, "factor");
 	if (m->window_pattern != 0 && cJSON_IsObject(rs) && cJSON_GetArraySize(rs) == 2 && cJSON_IsString(type) &&
-	    strcmp(type->valuestring, "linear") == 0 && cJSON_IsNumber(f) && isfinite(f->valuedouble) &&
-	    f->valuedouble > 0) {
+	    strcmp(type->valuestring, "linear") == 0 && cJSON_IsNumber(f) && isfinite((float)f->valuedouble) &&
+	    (float)f->valuedouble > 0) { /* the engine's rope divides in float: 1e-50 would be 0 there */
 		m->rope_factor = f->valuedouble;
 		return;
 	}
