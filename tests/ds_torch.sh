@@ -349,7 +349,8 @@ for cmd in measure theory; do
 		try 2 "$stages (it lists dp; DeepSpeed's stage 0 is DDP's arithmetic with its own all-reduce, not built: give --wrapper auto or --framework torch --wrapper ddp)" \
 			$base --torch-version 1.13 --schemes dp --out "$keep"
 		try 2 "$z3n" $base --torch-version 1.13 --schemes zero3 --steps 1 --out "$keep"
-		try 2 "$z3n" $cmd --spec "$tmp/sp.json" --model "$tiny" --out "$keep"
+		# the spec gave --steps: the error names its key (cli/options.c zs_opts_name_source)
+		try 2 "$tmp/sp.json's \"steps\" ${z3n#--steps }" $cmd --spec "$tmp/sp.json" --model "$tiny" --out "$keep"
 		try 2 "--wrapper deepspeed runs one scheme a run, zero1, zero2 or zero3 (it lists zero1 and zero2): run them apart" \
 			$base --torch-version 1.13 --schemes zero1,zero2 --out "$keep"
 		# DeepSpeed's bf16 (--precision mixed: module.bfloat16(), engine.py
