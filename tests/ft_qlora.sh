@@ -153,6 +153,13 @@ if [ -e "$tmp/bf16case.json" ]; then
 	echo "FAIL: --load-dtype bf16 with --write-case wrote a case"
 	status=1
 fi
+# the theory's text of a bf16-loaded base says bf16 (its 4-bit paragraph
+# and the precision line), not the fp32-loaded step's words
+# shellcheck disable=SC2086
+"$zerosim" theory --model "$tmp/llama.json" $plain --lora-r 4 --quant-base nf4 --load-dtype bf16 >"$tmp/bf16.txt" 2>&1
+for w in "head stay bf16, as the model was loaded" "into a bf16 temporary" "the model loaded in bf16"; do
+	grep -q -- "$w" "$tmp/bf16.txt" || { echo "FAIL: --load-dtype bf16: the theory's text lacks '$w'"; status=1; }
+done
 # gpt2 under autocast: Linear4bit hands c_attn's result back in fp32, and
 # c_proj's bf16 input would cast its bias to bf16 for good (bitsandbytes
 # 0.47.0 nn/modules.py line 551)

@@ -1364,8 +1364,8 @@ END_TEST
  * (896/14)^2·1152, 27 layers of 4·(1152² + 1152) + (4304·1152 + 4304) +
  * (1152·4304 + 1152) + 2·2·1152, a post-norm of 2·1152: 416,866,032) and
  * the projector (1152·2560 + 1152 = 2,950,272): 4,300,079,472 in all.
- * Its global layers' rope_scaling (linear, factor 8) is a numeric the
- * engine does not run: theory reads the shape, measure refuses it.
+ * Its global layers' rope_scaling (linear, factor 8) changes the numbers,
+ * not the bytes: the engine's rope divides their frequencies (tests/gemma3.sh).
  * No stored copy of the Hub's file was found: the text shipped is the one
  * public test fixtures quote for google/gemma-3-4b-it/-pt (text_config's
  * six keys, vision_config's eight, the top level's ids), the 27B's in the

@@ -244,21 +244,25 @@ static char *qlora_text(const struct theory_request *req)
 	nf4_base_count(&req->desc->params, c->double_quant, &q);
 	return zs_asprintf("\n4-bit base (--quant-base nf4%s): bitsandbytes' Linear4bit in place of %llu base linear "
 	                   "layers (%llu weights): %.2f GB as NF4, packed codes and %s (%.3f bits a weight, %.2f GB in "
-	                   "fp32); the embeddings, norms and head stay fp32 (%.2f GB). Each layer's forward and "
-	                   "backward dequantizes its weight into an fp32 temporary, freed after its matmul (the "
+	                   "fp32); the embeddings, norms and head stay %s (%.2f GB). Each layer's forward and "
+	                   "backward dequantizes its weight into %s temporary, freed after its matmul (the "
 	                   "largest %.2f MB)%s, and PEFT clones an adapted layer's output (docs/finetune.md, \"QLoRA's "
-	                   "4-bit base\").\n",
+	                   "4-bit base\"%s).\n",
 	                   c->double_quant ? " --double-quant on" : "", (unsigned long long)q.layers,
 	                   (unsigned long long)q.weights, (double)q.held / 1e9,
 	                   c->double_quant ? "an 8-bit absmax per 64 with an fp32 constant per 256 blocks"
 	                                   : "an fp32 absmax per 64",
 	                   q.weights ? (double)q.held * 8 / (double)q.weights : 0.0, (double)q.weights * 4 / 1e9,
-	                   (double)q.rest * 4 / 1e9, (double)q.largest * 4 / 1e6,
+	                   c->load_bf16 ? "bf16, as the model was loaded (--load-dtype bf16)" : "fp32",
+	                   (double)q.rest * (c->load_bf16 ? 2 : 4) / 1e9, c->load_bf16 ? "a bf16" : "an fp32",
+	                   (double)q.largest * (c->load_bf16 ? 2 : 4) / 1e6,
 	                   c->precision == ZS_AMP_BF16 ? "; under bf16 autocast bitsandbytes' compute dtype is bf16: "
 	                                                 "the temporary is copied to bf16 for the product (half as "
 	                                                 "much again at once), the input and result copied to and "
 	                                                 "from bf16 where they are fp32"
-	                                               : "");
+	                                               : "",
+	                   c->load_bf16 ? ", and \"QLoRA loaded in bf16\": the adapters fp32, their input copied up "
+	                                  "and their term back down" : "");
 }
 
 char *theory_framework_text(const struct theory_request *req)

@@ -284,10 +284,12 @@ static void model_header(struct zs_buf *t, const struct theory_request *req)
 		zs_buf_printf(t, " (%llu key-value)", (unsigned long long)m->kv_heads);
 	zs_buf_printf(t, ", vocabulary %llu, %s head\n", (unsigned long long)m->vocab,
 	              m->tied ? "tied" : "untied");
-	zs_buf_printf(t, "%s precision%s, %s: p = %u, g = %u, k = %u bytes per parameter; "
+	zs_buf_printf(t, "%s precision%s%s, %s: p = %u, g = %u, k = %u bytes per parameter; "
 	              "sequence %llu, micro-batch %u per rank\n",
-	              theory_request_precision(req), default_precision_note(c), zs_optimizer_name(c->optimizer), b.p,
-	              b.g, b.k, (unsigned long long)req->act.seq, c->batch);
+	              theory_request_precision(req), default_precision_note(c),
+	              c->load_bf16 ? " (the model loaded in bf16, --load-dtype bf16: the exact step's; p, g and k are "
+	                             "the paper level's)" : "",
+	              zs_optimizer_name(c->optimizer), b.p, b.g, b.k, (unsigned long long)req->act.seq, c->batch);
 	if (m->experts > 0) {
 		const struct theory_routing *r = req->act.routing;
 		enum theory_routing_mode mode = r != NULL ? r->mode : THEORY_ROUTING_BALANCED;
