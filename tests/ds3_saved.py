@@ -58,6 +58,7 @@ the bytes where it starts (docs/schedule.md, "ZeRO-3 over the PyTorch
 step", "Held to PyTorch 1.13").
 """
 import argparse
+import gc
 import json
 import math
 import sys
@@ -214,6 +215,10 @@ def run_marks(model, cfg, out):
     from torch.profiler import ProfilerActivity, profile
     opt = torch.optim.Adam(model.parameters())
     ids = torch.randint(0, cfg["vocab_size"], (2, 32))
+    # the runs before this one in the same process (and a model just let go)
+    # freed now, not by the collector inside the profile, where their frees
+    # would count against this run's live bytes (the replay sums every event)
+    gc.collect()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         for step in range(2):
             opt.zero_grad()
@@ -484,6 +489,10 @@ def z3_replay(path, world, bucket=100000, steps=3):
         src.append(t)
     del model
     ids = torch.randint(0, cfg["vocab_size"], (2, 32))
+    # the runs before this one in the same process (and a model just let go)
+    # freed now, not by the collector inside the profile, where their frees
+    # would count against this run's live bytes (the replay sums every event)
+    gc.collect()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         hf_torch.mark("build")
         model, cfg = build(path, "config")
@@ -530,6 +539,10 @@ def release_order(model, cfg, world):
         p.data = flat.narrow(0, 0, n).view(shapes[id(p)])
 
     ids = torch.randint(0, cfg["vocab_size"], (2, 32))
+    # the runs before this one in the same process (and a model just let go)
+    # freed now, not by the collector inside the profile, where their frees
+    # would count against this run's live bytes (the replay sums every event)
+    gc.collect()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         for p in model.parameters():
             gather(p)

@@ -85,6 +85,7 @@ Usage: python3 ds_bf16_torch.py MODEL.json... [--dtype bf16,fp32] [--stage 1,2]
 every rank's figures in "ranks")
 """
 import argparse
+import gc
 import json
 import sys
 
@@ -354,6 +355,10 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
     b = argparse.Namespace(model=model_json, dropout=a.dropout, tied=None, recompute=recompute, mask="where")
     _, family, cfg, tied = hf_torch.build(b)
     losses = []
+    # the runs before this one in the same process (and a model just let go)
+    # freed now, not by the collector inside the profile, where their frees
+    # would count against this run's live bytes (the replay sums every event)
+    gc.collect()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         mark("build")
         if family == "gpt2":
