@@ -285,7 +285,7 @@ agree() {
 		fail "B $1 T $2: theory: $(cat "$tmp/err")"
 		return
 	fi
-	label="$(sed -n 's/.*"model_type": "\([a-z0-9_]*\)".*/\1/p' "$cfg") B $1 T $2 (${EX:+5.x's fused experts ($EX), }${FZ:+--freeze $FZ, }$impl Adam$(grep -q '"output_router_logits": true' "$cfg" && echo ', aux loss')$([ $zg = none ] && echo ', set_to_none')$([ $prec = fp32 ] || echo ', bf16 autocast'), PyTorch $TV)"
+	label="$(sed -n 's/.*"model_type": "\([a-z0-9_]*\)".*/\1/p' "$cfg") B $1 T $2 (${EX:+5.x fused experts ($EX), }${FZ:+--freeze $FZ, }$impl Adam$(grep -q '"output_router_logits": true' "$cfg" && echo ', aux loss')$([ $zg = none ] && echo ', set_to_none')$([ $prec = fp32 ] || echo ', bf16 autocast'), PyTorch $TV)"
 	"$py" "$src/tests/ft_cmp.py" "$tmp/ref-$tag.json" "$tmp/t-$tag.json" - "$label" || status=1
 	[ -z "${NOEV:-}" ] || return 0
 	# and event for event: the steady step's allocations and frees
