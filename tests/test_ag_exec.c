@@ -144,7 +144,7 @@ static int feed_param(void *ctx, const struct ag_step *s, uint32_t t, void *data
 	return 0;
 }
 
-static const struct ag_exec_feed feed = {NULL, feed_param, NULL};
+static const struct ag_exec_feed feed = {.ctx = NULL, .param = feed_param, .input = NULL, .adapter = NULL};
 
 static struct ag_options opts(void)
 {
@@ -903,7 +903,7 @@ static int qfd_input(void *ctx, const struct ag_step *s, uint32_t t, unsigned st
 	return 0;
 }
 
-static const struct ag_exec_feed qfd_feed = {NULL, qfd_param, qfd_input};
+static const struct ag_exec_feed qfd_feed = {.ctx = NULL, .param = qfd_param, .input = qfd_input, .adapter = NULL};
 
 /* The step, its adapter storages (model.parameters()'s order: q_proj's
  * lora_A, lora_B, v_proj's) and each one's .grad, paired as the
