@@ -330,6 +330,15 @@ grep -Eq '^ +1  dp .* yes +yes  48 \+$' "$tmp/out" ||
 grep -q '^+ the largest micro-batch torch.s exact step describes, not the most that fits: at micro-batch 49 (--torch-device cuda: .*3,072 tokens' "$tmp/out" ||
 	fail "cuda's token limit: no note of micro-batch 49's refusal"
 
+# --device-mem's "what would fit" walks every N up to 65,536 where micro-batch
+# 1 fits none: torch's zero1 (ZeroRedundancyOptimizer's whole-tensor
+# partition) must not cost N per tensor at each N (it took minutes, and
+# gemma-2-9b's zero1 at --seq 4096 an hour): a second here.
+timeout 30 "$zerosim" theory --model "${srcdir:-.}/report/models/gpt2-tiny.json" --framework torch --schemes zero1 \
+	--world 8 --seq 32 --device-mem 0.002GB >"$tmp/out" 2>"$tmp/err" ||
+	fail "torch zero1's smallest-N search under --device-mem: exit $? (124: over 30 s) $(cat "$tmp/err")"
+grep -q 'zero1  nothing up to N = 65536' "$tmp/out" || fail "torch zero1's smallest-N search: no 'nothing up to N = 65536'"
+
 # Conflicting options (the rest of the bad input is in cli_errors.sh, which
 # also checks that an existing output survives): exit 2, one line.
 expect 2 --layers 2,3,1 --largest-unit 5

@@ -13,6 +13,9 @@
  * (N-1)·ceil(n/N) elements per rank (coll.h). No transients: the peak is
  * dp's, R + A + D.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* qsort_r */
+#endif
 #include "config.h"
 
 #include <stdlib.h>
@@ -46,24 +49,36 @@ static uint64_t *tensors(const struct theory_shape *s, size_t *nt)
 	return n;
 }
 
+/* largest first, ties in model order (qsort is not stable: the index
+ * decides) */
+static int by_size(const void *a, const void *b, void *numels)
+{
+	const uint64_t *n = numels;
+	size_t i = *(const size_t *)a, j = *(const size_t *)b;
+	if (n[i] != n[j])
+		return n[i] > n[j] ? -1 : 1;
+	return i < j ? -1 : i > j;
+}
+
 void theory_greedy_partition(const uint64_t *n, size_t nt, unsigned world, uint64_t *load)
 {
-	int *done = zs_calloc(nt > 0 ? nt : 1, sizeof *done);
+	size_t *order = zs_calloc(nt > 0 ? nt : 1, sizeof *order);
+	for (size_t i = 0; i < nt; i++)
+		order[i] = i;
+	qsort_r(order, nt, sizeof *order, by_size, (void *)n);
 	for (unsigned k = 0; k < world; k++)
 		load[k] = 0;
+	/* each to the first least-loaded rank: an empty rank is least loaded,
+	 * and no rank past the first empty one has been used, so the search
+	 * stops there (N far above the tensors' count costs nothing) */
 	for (size_t i = 0; i < nt; i++) {
-		size_t big = nt; /* the largest left, the first of equals */
-		for (size_t j = 0; j < nt; j++)
-			if (!done[j] && (big == nt || n[j] > n[big]))
-				big = j;
-		done[big] = 1;
 		unsigned min = 0;
-		for (unsigned k = 1; k < world; k++)
+		for (unsigned k = 1; k < world && load[min] != 0; k++)
 			if (load[k] < load[min])
 				min = k;
-		load[min] += n[big];
+		load[min] += n[order[i]];
 	}
-	free(done);
+	free(order);
 }
 
 void theory_torch_partition(const struct theory_shape *s, unsigned world, uint64_t *load)
@@ -77,9 +92,12 @@ void theory_torch_partition(const struct theory_shape *s, unsigned world, uint64
 void theory_torch_zero1(const uint64_t *n, size_t nt, const struct theory_bytes *b, unsigned world,
                         struct theory_schedule *out)
 {
-	uint64_t *load = zs_calloc(world, sizeof *load), most = 0;
-	theory_greedy_partition(n, nt, world, load);
-	for (unsigned k = 0; k < world; k++)
+	/* ranks past the tensors' count hold none: the binding load is the
+	 * same over min(N, tensors) ranks (a --device-mem search walks every N) */
+	unsigned used = nt < world ? (unsigned)(nt > 0 ? nt : 1) : world;
+	uint64_t *load = zs_calloc(used, sizeof *load), most = 0;
+	theory_greedy_partition(n, nt, used, load);
+	for (unsigned k = 0; k < used; k++)
 		most = load[k] > most ? load[k] : most;
 	free(load);
 
