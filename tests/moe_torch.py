@@ -66,6 +66,33 @@ class Top2MLP(nn.Module):
         return self.w2(current_hidden_states)
 
 
+TIE = 1e-5  # a near tie: the probabilities of two choices this close apart
+
+
+def topk(block, p, k):
+    """torch.topk(p, k, dim=-1), as the modeling files call it. A test that
+    trains beside zerosim sets block.forced, zerosim's choice for these
+    tokens [tokens, k] (read once, then cleared): where PyTorch chose other
+    experts and the k-th probability it chose is within TIE of the least
+    one zerosim chose, a near tie that fp32 rounding decides, PyTorch
+    follows zerosim's choice (block.ties counts them, block.gap the largest
+    such gap); a larger gap is a real disagreement, left as PyTorch chose
+    it for the test to report."""
+    w, sel = torch.topk(p, k, dim=-1)
+    forced, block.forced = getattr(block, "forced", None), None
+    if forced is None:
+        return w, sel
+    differ = (sel.sort(dim=1).values != forced.sort(dim=1).values).any(dim=1)
+    gap = (w[:, k - 1] - p.gather(1, forced).min(dim=1).values).clamp(min=0)
+    tie = differ & (gap <= TIE)
+    if tie.any():
+        block.ties = getattr(block, "ties", 0) + int(tie.sum())
+        block.gap = max(getattr(block, "gap", 0.0), float(gap[tie].max()))
+        sel = torch.where(tie[:, None], forced, sel)
+        w = p.gather(1, sel)
+    return w, sel
+
+
 class SparseMoeBlock(nn.Module):
     """MixtralSparseMoeBlock (modeling_mixtral.py 78-142), jitter 0."""
 
@@ -80,7 +107,7 @@ class SparseMoeBlock(nn.Module):
         top-k weights (cast back) and the experts chosen."""
         router_logits = self.gate(hidden_states)
         routing_weights = F.softmax(router_logits, dim=1, dtype=torch.float)
-        routing_weights, selected_experts = torch.topk(routing_weights, self.top_k, dim=-1)
+        routing_weights, selected_experts = topk(self, routing_weights, self.top_k)
         routing_weights /= routing_weights.sum(dim=-1, keepdim=True)
         routing_weights = routing_weights.to(hidden_states.dtype)
         return router_logits, routing_weights, selected_experts
@@ -203,7 +230,7 @@ class Qwen3MoeSparseMoeBlock(nn.Module):
         hidden_states = hidden_states.view(-1, hidden_dim)
         router_logits = self.gate(hidden_states)
         routing_weights = F.softmax(router_logits, dim=1, dtype=torch.float)
-        routing_weights, selected_experts = torch.topk(routing_weights, self.top_k, dim=-1)
+        routing_weights, selected_experts = topk(self, routing_weights, self.top_k)
         if self.norm_topk_prob:
             routing_weights /= routing_weights.sum(dim=-1, keepdim=True)
         routing_weights = routing_weights.to(hidden_states.dtype)
