@@ -26,26 +26,10 @@
 # an unknown key of the spec). A few seconds.
 # Exit 0 pass, 1 mismatch, 99 hard error.
 set -u
-top=${ZS_BUILDDIR:-.}
-zerosim=$top/zerosim
-if [ ! -x "$zerosim" ]; then
-	echo "spec_keys: $zerosim is not built" >&2
-	exit 99
-fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-spec_keys.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT HUP INT TERM
-status=0
-
-cat >"$tmp/llama.json" <<'JSON'
-{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
- "num_key_value_heads": 2, "intermediate_size": 176, "max_position_embeddings": 64, "vocab_size": 256,
- "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "hidden_act": "silu"}
-JSON
-cat >"$tmp/gpt2.json" <<'JSON'
-{"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 64, "vocab_size": 256,
- "activation_function": "gelu_new", "tie_word_embeddings": true, "layer_norm_epsilon": 1e-05, "embd_pdrop": 0.0,
- "attn_pdrop": 0.0, "resid_pdrop": 0.0}
-JSON
+name=spec_keys
+# top, src, zerosim, tmp, status; the tiny gpt2 and llama (vocab 256)
+. "${srcdir:-.}/tests/ft_lib.sh"
+ft_configs 256 176
 torch="--seq 16 --batch 2 --steps 2 --precision fp32 --framework torch --torch-version 2.6
 --torch-device cpu --attn eager --optimizer-impl single"
 plain="$torch --schemes dp --world 1 --wrapper none"
@@ -120,7 +104,7 @@ same "LoRA under the paper's schedule" llama '"lora-r": 4, "lora-alpha": 12, "lo
 plain="$torch --schemes dp --world 1 --wrapper none"
 
 # The issue's question on a shipped model (theory only: 8B parameters).
-[ -d "$top/data/models" ] || { ZEROSIM_DATADIR=${srcdir:-.}; export ZEROSIM_DATADIR; }
+[ -d "$top/data/models" ] || { ZEROSIM_DATADIR=$src; export ZEROSIM_DATADIR; }
 spec 4 '"lora-r": 16, "lora-targets": "all-linear"'
 if "$zerosim" theory --model llama-3-8b --device-mem 24GB --spec "$tmp/spec.json" -o "$tmp/a.json" 2>"$tmp/err" &&
 	"$zerosim" theory --model llama-3-8b --device-mem 24GB --lora-r 16 --lora-targets all-linear -o "$tmp/b.json" \
