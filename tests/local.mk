@@ -308,6 +308,11 @@ TESTS += tests/ft_qlora.sh
 EXTRA_DIST += tests/ft_qlora.sh
 TESTS += tests/case_lora.sh
 EXTRA_DIST += tests/case_lora.sh
+# zerosim-sweep/4: LoRA's, QLoRA's and --load-dtype's keys of the sweep
+# spec give the options' measured and theory files byte for byte; each
+# key's bad values, one line, exit 2 (a few seconds)
+TESTS += tests/spec_keys.sh
+EXTRA_DIST += tests/spec_keys.sh
 # torch's zero1 (--wrapper ddp --schemes zero1) with --freeze, --lora-r and
 # --grad-accum: theory and measure, every rank, against PyTorch 1.13's
 # ZeroRedundancyOptimizer over the trainable parameters, to the byte, and

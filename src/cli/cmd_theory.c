@@ -136,7 +136,7 @@ ZS_HELP_TORCH_STEP
 "      --seed, --lr, --beta1, --beta2, --eps\n"
 "                         ignored but by --routing FILE, whose run's they\n"
 "                         must be (the theory needs none)\n"
-"      --spec FILE        read a zerosim-sweep/3 file; options override it\n"
+"      --spec FILE        read a zerosim-sweep/4 file; options override it\n"
 "\n"
 "A transformer (a Hugging Face config.json):\n"
 "      --model NAME|ORG/NAME|FILE\n"
@@ -419,8 +419,7 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
  * gets where the command line (or a spec) is silent. */
 static int load_model(struct theory_request *req, struct zs_config *c, struct zs_model *m,
                       const char *arg, const char *seq, const char *recompute, int flash,
-                      int params_given, const struct zs_arg *args, size_t nargs, int spec_given,
-                      char **cause)
+                      int params_given, const struct zs_arg *args, size_t nargs, char **cause)
 {
 	if (params_given || zs_opts_sets(args, nargs, "layers") || req->largest_unit > 0)
 		return zs_fail(cause, "--model and %s exclude each other: the config gives the shape",
@@ -447,17 +446,18 @@ static int load_model(struct theory_request *req, struct zs_config *c, struct zs
 	}
 	if (recompute != NULL && zs_recompute_parse(recompute, &req->act.recompute) < 0)
 		return zs_fail(cause, "--recompute: '%.40s' is none of none, selective, full", recompute);
-	if (!spec_given) {
-		if (!zs_opts_sets(args, nargs, "batch"))
-			c->batch = 1;
-		if (!zs_opts_sets(args, nargs, "unit")) {
-			c->nunits = 1;
-			c->units[0] = ZS_UNIT_LAYER;
-		}
-		if (!zs_opts_sets(args, nargs, "world") && c->wrapper != ZS_WRAPPER_NONE) {
-			c->nworld = sizeof model_worlds / sizeof model_worlds[0];
-			memcpy(c->world, model_worlds, sizeof model_worlds);
-		}
+	/* each where neither the command line nor the spec gives it (c->given:
+	 * both), as measure --model's transformer_run does; s49: any --spec
+	 * kept the MLP's batch 4, unit model and N for all three */
+	if (!(c->given & ZS_KEY_BIT(ZS_KEY_BATCH)))
+		c->batch = 1;
+	if (!(c->given & ZS_KEY_BIT(ZS_KEY_UNITS))) {
+		c->nunits = 1;
+		c->units[0] = ZS_UNIT_LAYER;
+	}
+	if (!(c->given & ZS_KEY_BIT(ZS_KEY_WORLD)) && c->wrapper != ZS_WRAPPER_NONE) {
+		c->nworld = sizeof model_worlds / sizeof model_worlds[0];
+		memcpy(c->world, model_worlds, sizeof model_worlds);
 	}
 	if ((double)theory_tfm_params(m) > ZS_MAX_PARAMS)
 		return zs_fail(cause, "%s: %llu parameters, more than zerosim counts exactly (1e14)", m->name,
@@ -679,7 +679,7 @@ int zs_cmd_theory(int argc, char **argv)
 	flash |= config.attn == ZS_ATTN_SDPA;
 	if (check_memory(&req, reserve_given, &cause) < 0 ||
 	    (model_arg != NULL && load_model(&req, &config, &model, model_arg, seq_arg, recompute_arg,
-	                                     flash, params_given, args, nargs, spec != NULL, &cause) < 0))
+	                                     flash, params_given, args, nargs, &cause) < 0))
 		goto bad;
 	/* LoRA under the paper's zero3 is described at N = 1 only
 	 * (util/lora.c): where neither --schemes nor a spec names zero3, the

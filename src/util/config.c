@@ -642,26 +642,49 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 	return 0;
 }
 
-/* The keys of zerosim-sweep/3 and the JSON type each takes: a list key
- * takes an array (or one item), the others one value. Those from
- * "torch-version" on are /2's: a /1 file has none of them; those from
- * "grad-accum" on are /3's. */
+/* The keys of zerosim-sweep/4 and the JSON type each takes: a list key
+ * takes an array (or one item), the others one value. A key's `joined`
+ * says that its value is itself a comma list (--freeze A,B, --lora-targets
+ * q_proj,v_proj): a string holding several is the command line's value,
+ * an array's items join into one, and an empty array is refused with that
+ * hint. Each version's keys follow the one before's (spec_since). */
 enum spec_type { SPEC_NUMBER, SPEC_STRING, SPEC_NUMBERS, SPEC_STRINGS };
 static const struct {
 	const char *key;
 	enum spec_type type;
+	const char *joined;
 } spec_keys[] = {
-	{"layers", SPEC_NUMBERS}, {"world", SPEC_NUMBERS}, {"schemes", SPEC_STRINGS}, {"units", SPEC_STRINGS},
-	{"steps", SPEC_NUMBER},   {"batch", SPEC_NUMBER},  {"seed", SPEC_NUMBER},      {"precision", SPEC_STRING},
-	{"optimizer", SPEC_STRING}, {"lr", SPEC_NUMBER},   {"beta1", SPEC_NUMBER},     {"beta2", SPEC_NUMBER},
-	{"eps", SPEC_NUMBER},     {"framework", SPEC_STRING}, {"bucket-cap", SPEC_NUMBER}, {"prefetch", SPEC_STRING},
-	{"torch-version", SPEC_STRING}, {"torch-device", SPEC_STRING}, {"optimizer-impl", SPEC_STRING},
-	{"zero-grad", SPEC_STRING}, {"attn", SPEC_STRING}, {"wrapper", SPEC_STRING},
-	{"grad-accum", SPEC_NUMBER}, {"ddp-no-sync", SPEC_STRING},
-	{"freeze", SPEC_STRINGS}, /* the terms, an array (or one) */
+	{"layers", SPEC_NUMBERS, NULL}, {"world", SPEC_NUMBERS, NULL}, {"schemes", SPEC_STRINGS, NULL},
+	{"units", SPEC_STRINGS, NULL}, {"steps", SPEC_NUMBER, NULL}, {"batch", SPEC_NUMBER, NULL},
+	{"seed", SPEC_NUMBER, NULL}, {"precision", SPEC_STRING, NULL}, {"optimizer", SPEC_STRING, NULL},
+	{"lr", SPEC_NUMBER, NULL}, {"beta1", SPEC_NUMBER, NULL}, {"beta2", SPEC_NUMBER, NULL},
+	{"eps", SPEC_NUMBER, NULL}, {"framework", SPEC_STRING, NULL}, {"bucket-cap", SPEC_NUMBER, NULL},
+	{"prefetch", SPEC_STRING, NULL},
+	/* zerosim-sweep/2 */
+	{"torch-version", SPEC_STRING, NULL}, {"torch-device", SPEC_STRING, NULL},
+	{"optimizer-impl", SPEC_STRING, NULL}, {"zero-grad", SPEC_STRING, NULL}, {"attn", SPEC_STRING, NULL},
+	{"wrapper", SPEC_STRING, NULL},
+	/* zerosim-sweep/3 */
+	{"grad-accum", SPEC_NUMBER, NULL}, {"ddp-no-sync", SPEC_STRING, NULL},
+	{"freeze", SPEC_STRINGS, "leave the key out to train every parameter"},
+	/* zerosim-sweep/4: LoRA's, QLoRA's 4-bit base and the dtype loaded in */
+	{"lora-r", SPEC_NUMBER, NULL}, {"lora-alpha", SPEC_NUMBER, NULL}, {"lora-dropout", SPEC_NUMBER, NULL},
+	{"lora-targets", SPEC_STRINGS, "leave the key out for the family's default targets"},
+	{"quant-base", SPEC_STRING, NULL}, {"double-quant", SPEC_STRING, NULL}, {"load-dtype", SPEC_STRING, NULL},
 };
-#define SPEC_V1_KEYS 16 /* spec_keys[0..16) are zerosim-sweep/1's */
-#define SPEC_V2_KEYS 22 /* spec_keys[0..22) are zerosim-sweep/2's; /3 adds grad-accum, ddp-no-sync, freeze */
+#define NSPEC_KEYS (sizeof spec_keys / sizeof spec_keys[0])
+#define SPEC_VERSION 4
+/* spec_keys[0..spec_ends[v]) are zerosim-sweep/v's (v = 1..SPEC_VERSION) */
+static const size_t spec_ends[SPEC_VERSION + 1] = {0, 16, 22, 25, NSPEC_KEYS};
+
+/* The first version that has spec_keys[i]. */
+static int spec_since(size_t i)
+{
+	int v = 1;
+	while (i >= spec_ends[v])
+		v++;
+	return v;
+}
 
 /* A JSON number as the command line would give it: a whole number's
  * digits (exact below 2^53), else the shortest form that reads back. */
@@ -686,15 +709,17 @@ static int spec_number(const cJSON *it, const char *key, char **out, char **caus
 static int spec_value(const cJSON *it, const char *key, enum spec_type type, char **out, char **cause)
 {
 	int numbers = type == SPEC_NUMBER || type == SPEC_NUMBERS;
-	/* freeze's terms are comma-separated themselves (--freeze A,B): a
-	 * string holding several is the command line's value, and an array's
-	 * items join into one */
-	int commas = strcmp(key, "freeze") == 0;
+	/* a comma list itself (spec_keys' joined) */
+	const char *joined = NULL;
+	for (size_t i = 0; i < NSPEC_KEYS; i++)
+		if (strcmp(key, spec_keys[i].key) == 0)
+			joined = spec_keys[i].joined;
+	int commas = joined != NULL;
 	static const char *const type_name[] = {"a number", "a string", "an array of numbers", "an array of strings"};
 	if ((type == SPEC_NUMBERS || type == SPEC_STRINGS) && cJSON_IsArray(it)) {
 		/* as every list's: an empty one is refused, not read as none */
 		if (commas && cJSON_GetArraySize(it) == 0)
-			return zs_fail(cause, "\"%s\": the list is empty (leave the key out to train every parameter)", key);
+			return zs_fail(cause, "\"%s\": the list is empty (%s)", key, joined);
 		size_t cap = 16, n = 0;
 		char *s = zs_malloc(cap);
 		s[0] = '\0';
@@ -739,9 +764,9 @@ int zs_config_set_json(struct zs_config *c, const char *key, const cJSON *value,
 	size_t i = 0;
 	char *text = NULL, *why = NULL;
 	int r = 0;
-	while (i < sizeof spec_keys / sizeof spec_keys[0] && strcmp(key, spec_keys[i].key) != 0)
+	while (i < NSPEC_KEYS && strcmp(key, spec_keys[i].key) != 0)
 		i++;
-	if (i == sizeof spec_keys / sizeof spec_keys[0])
+	if (i == NSPEC_KEYS)
 		return zs_fail(cause, "unknown key \"%.40s\"", key);
 	if (spec_value(value, key, spec_keys[i].type, &text, &why) != 0) {
 		r = zs_fail(cause, "%s", why);
@@ -758,13 +783,17 @@ int zs_config_set_json(struct zs_config *c, const char *key, const cJSON *value,
 int zs_config_load_spec(struct zs_config *c, const char *path, char **cause)
 {
 	cJSON *root;
-	if (zs_json_load(path, "zerosim-sweep/3 or zerosim-sweep/2 or zerosim-sweep/1", &root, cause) != 0)
+	char formats[96] = "";
+	for (int v = SPEC_VERSION; v >= 1; v--)
+		snprintf(formats + strlen(formats), sizeof formats - strlen(formats), "%szerosim-sweep/%d",
+		         v < SPEC_VERSION ? " or " : "", v);
+	if (zs_json_load(path, formats, &root, cause) != 0)
 		return -1;
-	/* A /1 or /2 file is read as before: the later versions' keys are
-	 * unknown keys there. */
+	/* An older version's file is read as before: the later versions' keys
+	 * are refused there, naming the version that has them. */
 	const char *fmt = cJSON_GetObjectItemCaseSensitive(root, "format")->valuestring;
 	int version = fmt[strlen(fmt) - 1] - '0';
-	size_t nkeys = version == 1 ? SPEC_V1_KEYS : version == 2 ? SPEC_V2_KEYS : sizeof spec_keys / sizeof spec_keys[0];
+	size_t nkeys = spec_ends[version];
 	struct zs_config t = *c;
 	int r = 0;
 	const cJSON *it;
@@ -776,10 +805,10 @@ int zs_config_load_spec(struct zs_config *c, const char *path, char **cause)
 			continue;
 		if (i == nkeys) {
 			size_t j = i;
-			while (j < sizeof spec_keys / sizeof spec_keys[0] && strcmp(it->string, spec_keys[j].key) != 0)
+			while (j < NSPEC_KEYS && strcmp(it->string, spec_keys[j].key) != 0)
 				j++;
-			if (j < sizeof spec_keys / sizeof spec_keys[0]) {
-				int since = j < SPEC_V2_KEYS ? 2 : 3;
+			if (j < NSPEC_KEYS) {
+				int since = spec_since(j);
 				r = zs_fail(cause, "%s: \"%s\" is a key of zerosim-sweep/%d, not of this zerosim-sweep/%d file "
 				            "(give \"format\": \"zerosim-sweep/%d\")", path, it->string, since, version, since);
 				break;

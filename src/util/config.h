@@ -1,7 +1,7 @@
 /*
  * config — the model and run options shared by `zerosim measure` and
  * `zerosim theory`: their defaults, parsing of
- * option values and of a sweep spec file (docs/formats.md, zerosim-sweep/2),
+ * option values and of a sweep spec file (docs/formats.md, zerosim-sweep/4),
  * and the limits that keep every byte count exact in a double.
  *
  * This is plain data. The engine, the theory and the report may all include
@@ -256,7 +256,7 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
  * name[0..len), or -1. */
 int zs_config_key(const char *name, size_t len);
 
-/* Set `key` (a key of zerosim-sweep/2: "layers", "units", "lr", ...) from
+/* Set `key` (a key of zerosim-sweep/4: "layers", "units", "lr", ...) from
  * a JSON value of its type; messages name the key as the file spells it. */
 struct cJSON;
 int zs_config_set_json(struct zs_config *c, const char *key, const struct cJSON *value, char **cause);
@@ -304,10 +304,13 @@ enum zs_step_json_key {
 };
 extern const char *const zs_step_json_keys[ZS_NSTEP_JSON_KEYS];
 
-/* Load a zerosim-sweep/2 or /1 file over `c` (keys it has replace c's). A key
- * the format does not have is an error naming it; a /1 file has none of
- * /2's PyTorch keys (torch-version, torch-device, optimizer-impl, zero-grad,
- * attn, wrapper). */
+/* Load a zerosim-sweep/4, /3, /2 or /1 file over `c` (keys it has replace
+ * c's). A key the format does not have is an error naming it; an older
+ * version's file has none of the later versions' keys (/2 adds the PyTorch
+ * keys torch-version, torch-device, optimizer-impl, zero-grad, attn,
+ * wrapper; /3 grad-accum, ddp-no-sync, freeze; /4 lora-r, lora-alpha,
+ * lora-dropout, lora-targets, quant-base, double-quant, load-dtype), and
+ * one that has one is refused naming the version that has it. */
 int zs_config_load_spec(struct zs_config *c, const char *path, char **cause);
 
 /* The MLP's Ψ = Σ_l d_l·d_{l+1} + d_{l+1} for widths d_0..d_L, and a
