@@ -264,6 +264,9 @@ class ZeroBf16:
         new, size = [], 0
         for i, p in enumerate(self.in_part):
             g, o = p.grad, (self.first_offset if i == 0 else 0)
+            if g is None:  # an expert with no token: get_flat_partition's zeros_like (1727-1730), not transcribed
+                sys.exit("ds_bf16_torch: a parameter has no grad at the epilogue (an expert without a token): "
+                         "not transcribed")
             k = min(g.numel() - o, self.S - size)
             new.append(g.contiguous().view(-1).narrow(0, o, k) if o > 0 or k < g.numel() else g)
             size += k
@@ -352,6 +355,7 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
     adapters too (engine 1228-1231: the module's .bfloat16(), which
     casts every floating parameter whatever its requires_grad)."""
     torch.manual_seed(0)
+    del hf_torch.ROUTING[:]  # a mixture's: this run's forwards' tokens per expert, each block's
     b = argparse.Namespace(model=model_json, dropout=a.dropout, tied=None, recompute=recompute, mask="where")
     _, family, cfg, tied = hf_torch.build(b)
     losses = []
@@ -366,7 +370,7 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
         elif family in hf_torch.FAMILY_ATTENTION:
             model = hf_torch.LlamaForCausalLM(cfg, tied, False, hf_torch.FAMILY_ATTENTION[family])
         else:
-            sys.exit(f"ds_bf16_torch: model_type {family!r}: gpt2 and the llama-like families only")
+            sys.exit(f"ds_bf16_torch: model_type {family!r}: gpt2 and the llama-like families (the mixtures too) only")
         model.train()
         if lora:
             # as tests/ft_torch.py's run(): get_peft_model's wrapping and
@@ -424,7 +428,14 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
     stream = hf_torch.replay(hf_torch.memory_events(prof))
     last = hf_torch.analyse_step(stream, a.steps)
     first = hf_torch.analyse_step(stream, 1)  # the first step: Adam's state and _global_grad_norm made in it
-    return dict(model=model_json, dtype=dtype, stage=stage, lora=lora, freeze=freeze, lora_dropout=lora_dropout,
+    # a mixture's routing (hf_torch.py's MixtralDecoderLayer and
+    # QwenMoeDecoderLayer record it): each step's blocks' tokens per expert
+    L = cfg["num_hidden_layers"]
+    routing = [hf_torch.ROUTING[t * L:(t + 1) * L] for t in range(a.steps)] if hf_torch.ROUTING else None
+    # (each step's peak: a mixture's steps route apart, so its run's peak
+    # is the most of the steps after the first)
+    step_peaks = [hf_torch.analyse_step(stream, t)["peak"] for t in range(1, a.steps + 1)] if routing else None
+    return dict(routing=routing, step_peaks=step_peaks, model=model_json, dtype=dtype, stage=stage, lora=lora, freeze=freeze, lora_dropout=lora_dropout,
                 accum=accum, recompute=recompute, world=world, rank=rank, bucket=a.bucket,
                 torch=torch.__version__,
                 params=zo.S, between=stream[-1][0], peak=last["peak"], peak_phase=last["phase"],
@@ -511,7 +522,8 @@ def worker(rank, a, world, cases, store):
         d = run(a, *c, world=world, rank=rank, pg=pg)
         every = [None] * world
         dist.all_gather_object(every, {k: d[k] for k in ("between", "peak", "peak_phase", "marks", "losses",
-                                                                   "first_peak", "first_marks")})
+                                                                   "first_peak", "first_marks", "routing",
+                                                                   "step_peaks")})
         d["ranks"] = every
         if rank == 0:
             print(json.dumps(d, sort_keys=True), flush=True)
