@@ -436,7 +436,7 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
     # is the most of the steps after the first)
     step_peaks = [hf_torch.analyse_step(stream, t)["peak"] for t in range(1, a.steps + 1)] if routing else None
     return dict(routing=routing, step_peaks=step_peaks, model=model_json, dtype=dtype, stage=stage, lora=lora, freeze=freeze, lora_dropout=lora_dropout,
-                accum=accum, recompute=recompute, world=world, rank=rank, bucket=a.bucket,
+                accum=accum, recompute=recompute, world=world, rank=rank, bucket=a.bucket, batch=a.batch, seq=a.seq,
                 torch=torch.__version__,
                 params=zo.S, between=stream[-1][0], peak=last["peak"], peak_phase=last["phase"],
                 peak_after=last["after"], marks={l: v for l, v in last["boundaries"]}, losses=losses,

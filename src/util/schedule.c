@@ -218,9 +218,6 @@ void zs_moe_scope(const struct zs_config *c, const char *model_type, unsigned fl
 		snprintf(what, n, "--wrapper deepspeed --schemes zero3 (give zero1 or zero2, or --wrapper auto)");
 	else if (c->wrapper == ZS_WRAPPER_DEEPSPEED && c->precision != ZS_FP32)
 		snprintf(what, n, "--wrapper deepspeed --precision %s (give fp32)", zs_precision_name(c->precision));
-	else if (c->wrapper == ZS_WRAPPER_DEEPSPEED && c->experts_impl != ZS_EXPERTS_MODULELIST)
-		snprintf(what, n, "--wrapper deepspeed --experts-impl %s (give modulelist)",
-		         zs_experts_impl_name(c->experts_impl));
 	else if (c->framework == ZS_FW_TORCH && c->wrapper != ZS_WRAPPER_NONE && c->wrapper != ZS_WRAPPER_DDP &&
 	         c->wrapper != ZS_WRAPPER_FSDP)
 		snprintf(what, n, "--framework torch --wrapper %s (give --wrapper none)", zs_wrapper_name(c->wrapper));
