@@ -74,7 +74,13 @@ alone.
 
 Prints one JSON object a run: the bytes live between steps (after the
 last step), the steady step's peak (the last step) and the phase where it
-falls, the losses. Exit 0; 2 bad usage.
+falls, the losses; for a mixture of experts (tests/ds_moe_torch.sh: the
+experts plain parameters to DeepSpeed, flattened with the rest) also
+"routing", each step's blocks' tokens per expert (hf_torch.py's ROUTING,
+this rank's), and "step_peaks", each step's peak (each step routes its
+own way). A parameter left without a grad at the epilogue (an expert that
+got no token: get_flat_partition's zeros_like, s12 1727-1730) is not
+transcribed: the run exits 1 saying so. Exit 0; 2 bad usage.
 
 Usage: python3 ds_bf16_torch.py MODEL.json... [--dtype bf16,fp32] [--stage 1,2]
        [--world 1,2] [--bucket 100000] [--steps 3] [--seq 32] [--batch 2]
