@@ -29,8 +29,8 @@
 # tests/ds_moe_wrapper.sh (make check) holds measure to the same theory.
 # Not compared with DeepSpeed itself (not installable here).
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
-# About 90 s on a 2-core machine at load (three python3 processes, the
-# N = 2 runs over gloo in two).
+# About 18 s of CPU, 64 s wall on 2 cores at load 15 (three python3
+# processes, the N = 2 runs over gloo in two).
 set -u
 top=${ZS_BUILDDIR:-.}
 src=${srcdir:-.}
