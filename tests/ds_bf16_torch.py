@@ -436,8 +436,10 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
     first = hf_torch.analyse_step(stream, 1)  # the first step: Adam's state and _global_grad_norm made in it
     # a mixture's routing (hf_torch.py's MixtralDecoderLayer and
     # QwenMoeDecoderLayer record it): each step's blocks' tokens per expert
-    L = cfg["num_hidden_layers"]
-    routing = [hf_torch.ROUTING[t * L:(t + 1) * L] for t in range(a.steps)] if hf_torch.ROUTING else None
+    routing = None
+    if hf_torch.ROUTING:
+        L = cfg["num_hidden_layers"]
+        routing = [hf_torch.ROUTING[t * L:(t + 1) * L] for t in range(a.steps)]
     # (each step's peak: a mixture's steps route apart, so its run's peak
     # is the most of the steps after the first)
     step_peaks = [hf_torch.analyse_step(stream, t)["peak"] for t in range(1, a.steps + 1)] if routing else None
