@@ -42,23 +42,8 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-dsmoe.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 fail() { echo "ds_moe_torch: FAIL: $*" >&2; exit 1; }
 
-cat >"$tmp/mixtral.json" <<'JSON'
-{"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
- "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 64, "max_position_embeddings": 32,
- "num_local_experts": 4, "num_experts_per_tok": 2, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0}
-JSON
-cat >"$tmp/qwen2_moe.json" <<'JSON'
-{"model_type": "qwen2_moe", "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
- "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 64, "max_position_embeddings": 32,
- "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 48, "shared_expert_intermediate_size": 80,
- "norm_topk_prob": false, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0}
-JSON
-cat >"$tmp/qwen3_moe.json" <<'JSON'
-{"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
- "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 16, "vocab_size": 64, "max_position_embeddings": 32,
- "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 48, "norm_topk_prob": true,
- "decoder_sparse_step": 1, "mlp_only_layers": [], "rms_norm_eps": 1e-06, "rope_theta": 1000000.0}
-JSON
+. "$src/tests/moe_configs.sh"
+moe_configs "$tmp"
 
 # ref TAG BATCH STAGES WORLDS MODEL...: the transcription's runs into $tmp/ref-TAG
 ref() {

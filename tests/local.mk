@@ -168,7 +168,7 @@ EXTRA_DIST += tests/ds_bf16_torch.sh tests/ds_bf16_torch.py
 # theory and the refusals (make check); the theory = PyTorch 1.13's
 # allocator over the same transcription (make check-torch)
 TESTS += tests/ds_moe_wrapper.sh tests/ds_moe_torch.sh
-EXTRA_DIST += tests/ds_moe_wrapper.sh tests/ds_moe_torch.sh
+EXTRA_DIST += tests/ds_moe_wrapper.sh tests/ds_moe_torch.sh tests/moe_configs.sh
 
 # DeepSpeed's ZeRO-1/2: engine and theory against hand computations; the
 # command line's DeepSpeed settings and their refusals.
