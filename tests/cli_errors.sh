@@ -543,7 +543,7 @@ try 0 "" theory --model "$tmp/relu.json" --world 2
 # the paper's schemes and DeepSpeed's four (tests/moe_step.sh,
 # tests/moe_fw.sh, tests/ds_moe.sh); the rest is refused by name
 [ -d "$top/data/models" ] || { ZEROSIM_DATADIR=$srcdir; export ZEROSIM_DATADIR; }
-moe_in="fp32 or mixed under --framework paper or deepspeed (its zero3 with the sparse-MoE block a z3 leaf), and fp32 under --framework torch --wrapper none, ddp or fsdp for mixtral, qwen2_moe and qwen3_moe (PyTorch 1.13's or 2.6's step, fsdp's FULL_SHARD under 1.13 with zero_grad zeros alone, under ddp and fsdp each rank its own routing; the theory with --routing FILE; --grad-accum, each micro-step its own routing; bf16 autocast on 1.13's plain loop; --freeze and --lora-r on the plain loop)"
+moe_in="fp32 or mixed under --framework paper or deepspeed (its zero3 with the sparse-MoE block a z3 leaf), and fp32 under --framework torch --wrapper none, ddp or fsdp for mixtral, qwen2_moe and qwen3_moe (PyTorch 1.13's or 2.6's step, fsdp's FULL_SHARD under 1.13 with zero_grad zeros alone, under ddp and fsdp each rank its own routing; the theory with --routing FILE; --grad-accum, each micro-step its own routing; bf16 autocast on 1.13's plain loop; --freeze and --lora-r on the plain loop), and fp32 under --framework deepspeed --wrapper deepspeed --schemes zero1 or zero2 (1.13's step, each rank its own routing, every expert given a token)"
 moe_no="mixtral-8x7b: a mixture of experts runs in the engine's step in $moe_in, in one process, so far; not with"
 bad_measure "$moe_no --framework torch --wrapper auto (give --wrapper none)" --model mixtral-8x7b \
 	--seq 8 --framework torch --wrapper auto --world 2 --schemes zero3

@@ -74,7 +74,13 @@ alone.
 
 Prints one JSON object a run: the bytes live between steps (after the
 last step), the steady step's peak (the last step) and the phase where it
-falls, the losses. Exit 0; 2 bad usage.
+falls, the losses; for a mixture of experts (tests/ds_moe_torch.sh: the
+experts plain parameters to DeepSpeed, flattened with the rest) also
+"routing", each step's blocks' tokens per expert (hf_torch.py's ROUTING,
+this rank's), and "step_peaks", each step's peak (each step routes its
+own way). A parameter left without a grad at the epilogue (an expert that
+got no token: get_flat_partition's zeros_like, s12 1727-1730) is not
+transcribed: the run exits 1 saying so. Exit 0; 2 bad usage.
 
 Usage: python3 ds_bf16_torch.py MODEL.json... [--dtype bf16,fp32] [--stage 1,2]
        [--world 1,2] [--bucket 100000] [--steps 3] [--seq 32] [--batch 2]
@@ -264,6 +270,9 @@ class ZeroBf16:
         new, size = [], 0
         for i, p in enumerate(self.in_part):
             g, o = p.grad, (self.first_offset if i == 0 else 0)
+            if g is None:  # an expert with no token: get_flat_partition's zeros_like (1727-1730), not transcribed
+                sys.exit("ds_bf16_torch: a parameter has no grad at the epilogue (an expert without a token): "
+                         "not transcribed")
             k = min(g.numel() - o, self.S - size)
             new.append(g.contiguous().view(-1).narrow(0, o, k) if o > 0 or k < g.numel() else g)
             size += k
@@ -352,6 +361,7 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
     adapters too (engine 1228-1231: the module's .bfloat16(), which
     casts every floating parameter whatever its requires_grad)."""
     torch.manual_seed(0)
+    del hf_torch.ROUTING[:]  # a mixture's: this run's forwards' tokens per expert, each block's
     b = argparse.Namespace(model=model_json, dropout=a.dropout, tied=None, recompute=recompute, mask="where")
     _, family, cfg, tied = hf_torch.build(b)
     losses = []
@@ -366,7 +376,7 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
         elif family in hf_torch.FAMILY_ATTENTION:
             model = hf_torch.LlamaForCausalLM(cfg, tied, False, hf_torch.FAMILY_ATTENTION[family])
         else:
-            sys.exit(f"ds_bf16_torch: model_type {family!r}: gpt2 and the llama-like families only")
+            sys.exit(f"ds_bf16_torch: model_type {family!r}: gpt2 and the llama-like families (the mixtures too) only")
         model.train()
         if lora:
             # as tests/ft_torch.py's run(): get_peft_model's wrapping and
@@ -424,8 +434,17 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
     stream = hf_torch.replay(hf_torch.memory_events(prof))
     last = hf_torch.analyse_step(stream, a.steps)
     first = hf_torch.analyse_step(stream, 1)  # the first step: Adam's state and _global_grad_norm made in it
-    return dict(model=model_json, dtype=dtype, stage=stage, lora=lora, freeze=freeze, lora_dropout=lora_dropout,
-                accum=accum, recompute=recompute, world=world, rank=rank, bucket=a.bucket,
+    # a mixture's routing (hf_torch.py's MixtralDecoderLayer and
+    # QwenMoeDecoderLayer record it): each step's blocks' tokens per expert
+    routing = None
+    if hf_torch.ROUTING:
+        L = cfg["num_hidden_layers"]
+        routing = [hf_torch.ROUTING[t * L:(t + 1) * L] for t in range(a.steps)]
+    # (each step's peak: a mixture's steps route apart, so its run's peak
+    # is the most of the steps after the first)
+    step_peaks = [hf_torch.analyse_step(stream, t)["peak"] for t in range(1, a.steps + 1)] if routing else None
+    return dict(routing=routing, step_peaks=step_peaks, model=model_json, dtype=dtype, stage=stage, lora=lora, freeze=freeze, lora_dropout=lora_dropout,
+                accum=accum, recompute=recompute, world=world, rank=rank, bucket=a.bucket, batch=a.batch, seq=a.seq,
                 torch=torch.__version__,
                 params=zo.S, between=stream[-1][0], peak=last["peak"], peak_phase=last["phase"],
                 peak_after=last["after"], marks={l: v for l, v in last["boundaries"]}, losses=losses,
@@ -511,7 +530,8 @@ def worker(rank, a, world, cases, store):
         d = run(a, *c, world=world, rank=rank, pg=pg)
         every = [None] * world
         dist.all_gather_object(every, {k: d[k] for k in ("between", "peak", "peak_phase", "marks", "losses",
-                                                                   "first_peak", "first_marks")})
+                                                                   "first_peak", "first_marks", "routing",
+                                                                   "step_peaks")})
         d["ranks"] = every
         if rank == 0:
             print(json.dumps(d, sort_keys=True), flush=True)

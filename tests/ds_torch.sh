@@ -387,10 +387,10 @@ for cmd in measure theory; do
 			$cmd --framework deepspeed --wrapper deepspeeed --out "$keep"
 	}
 	"$zerosim" $cmd --framework deepspeed --wrapper deepspeed --model "$tmp/mix.json" --torch-device cpu \
-		--torch-version 1.13 --precision fp32 --world 2 --schemes zero2 --out "$keep" >"$tmp/out" 2>"$tmp/err"
-	[ $? -eq 2 ] && grep -q 'not with --wrapper deepspeed (give --wrapper auto' "$tmp/err" &&
+		--torch-version 1.13 --precision fp32 --world 2 --schemes zero3 --out "$keep" >"$tmp/out" 2>"$tmp/err"
+	[ $? -eq 2 ] && grep -q 'not with --wrapper deepspeed --schemes zero3 (give zero1 or zero2' "$tmp/err" &&
 		[ "$(wc -l <"$tmp/err")" -eq 1 ] && [ "$(cat "$keep")" = kept ] ||
-		fail "$cmd of a mixture under --wrapper deepspeed: $(cat "$tmp/err")"
+		fail "$cmd of a mixture under --wrapper deepspeed --schemes zero3: $(cat "$tmp/err")"
 	n=$((n + 1))
 done
 [ "$n" -eq 38 ] || fail "ran $n refusals, not 38"

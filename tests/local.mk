@@ -164,6 +164,11 @@ EXTRA_DIST += tests/ds3_torch.sh tests/ds3_saved.py
 # name, its bytes by hand (docs/schedule.md, "DeepSpeed over the PyTorch step")
 TESTS += tests/ds_bf16_torch.sh
 EXTRA_DIST += tests/ds_bf16_torch.sh tests/ds_bf16_torch.py
+# A mixture of experts under --wrapper deepspeed (ZeRO-1/2, fp32): measure =
+# theory and the refusals (make check); the theory = PyTorch 1.13's
+# allocator over the same transcription (make check-torch)
+TESTS += tests/ds_moe_wrapper.sh tests/ds_moe_torch.sh
+EXTRA_DIST += tests/ds_moe_wrapper.sh tests/ds_moe_torch.sh tests/moe_configs.sh
 
 # DeepSpeed's ZeRO-1/2: engine and theory against hand computations; the
 # command line's DeepSpeed settings and their refusals.
@@ -337,7 +342,7 @@ check-torch-ref: zerosim$(EXEEXT)
 TORCH_TESTS = tests/hf_torch.sh tests/ft_zero1.sh tests/ft_lora.sh tests/ft_accum.sh tests/ft_fsdp_lora.sh \
 	tests/ft_fsdp.sh tests/moe_hf_torch.sh tests/ft_freeze.sh tests/moe_model_torch.sh tests/ds_bf16_torch.sh \
 	tests/fsdp_torch.sh tests/moe_torch.sh tests/tfm_torch.sh tests/ds3_torch.sh tests/torch_cache_check.sh \
-	tests/ds_ckpt_hooks.sh
+	tests/ds_ckpt_hooks.sh tests/ds_moe_torch.sh
 check-torch:
 	@for t in $(TESTS); do \
 	  if test -f "$(srcdir)/$$t" && grep -q 'tests/torch_python.sh"' "$(srcdir)/$$t"; then \

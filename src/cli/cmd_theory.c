@@ -176,7 +176,9 @@ ZS_HELP_TORCH_STEP
 "                         step (its peak the most of its steps' after the\n"
 "                         first; ddp: each rank's own, none idle but under\n"
 "                         --ddp-find-unused on, one N a sweep where the\n"
-"                         ranks route apart; --grad-accum K, --wrapper\n"
+"                         ranks route apart; so under --framework deepspeed\n"
+"                         --wrapper deepspeed zero1 and zero2, fp32, none\n"
+"                         idle; --grad-accum K, --wrapper\n"
 "                         none: each step's K micro-steps' counts, the\n"
 "                         file's \"micro_steps\" K)\n"
 "\n"
@@ -307,7 +309,8 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 	unsigned mask = 0; /* the schemes of schemes[], bit 1 << scheme */
 	struct theory_bytes bytes;
 	theory_bytes_per_param(req->config->precision, req->config->optimizer, &bytes);
-	for (size_t i = 0; req->config->framework == ZS_FW_DEEPSPEED && i < req->config->nschemes; i++) {
+	for (size_t i = 0; req->config->framework == ZS_FW_DEEPSPEED && !zs_wrapper_step(req->config) &&
+	                   i < req->config->nschemes; i++) {
 		int built = 1; /* zero3's leaf; zero1 and zero2 at every N given where ds_coord_starved_built */
 		for (size_t w = 0; req->config->schemes[i] != ZS_ZERO3 && w < req->config->nworld; w++)
 			built &= ds_coord_starved_built(req->config, req->config->schemes[i], req->config->world[w]);
@@ -319,7 +322,8 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 	}
 	if (schemes[0] && theory_routing_starved(r, m, req->config, mask, BT, starved, sizeof starved))
 		return zs_fail(cause, "%s: %s gets no token (--schemes %s): " ZS_MOE_STARVED, m->name, starved, schemes);
-	if (config->framework == ZS_FW_TORCH) {
+	/* (--wrapper deepspeed: DeepSpeed's engine over the same PyTorch step) */
+	if (zs_wrapper_step(config)) {
 		/* the steady step's: the file's run of the sweep's first (scheme,
 		 * unit, N), rank 0, its last step (tests/moe_hf_torch.sh); under
 		 * balanced or worst the run those counts make, every rank alike
@@ -336,6 +340,9 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 		 * until its first token: the step's set-up gives every parameter
 		 * its grad and state, as every expert's first-step token does */
 		int unused = config->wrapper == ZS_WRAPPER_DDP && config->ddp_find_unused;
+		if (config->wrapper == ZS_WRAPPER_DEEPSPEED && theory_routing_starved(r, m, config, ~0u, BT, starved,
+		                                                                      sizeof starved))
+			return zs_fail(cause, "--routing %s: %s gets no token: " ZS_MOE_DS_WRAPPER_STARVED, rarg, starved);
 		size_t LE1 = x->blocks / x->micro * x->experts; /* one micro-step's lists */
 		/* (under --wrapper fsdp no parameter has a .grad of its own: the
 		 * flat parameter's, whole, from the first step on, an idle
@@ -378,7 +385,8 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 		config->moe_run = x->counts;
 		config->moe_run_steps = (unsigned)x->steps;
 		config->moe_run_ranks = 1;
-		if (config->wrapper == ZS_WRAPPER_DDP || config->wrapper == ZS_WRAPPER_FSDP) {
+		if (config->wrapper == ZS_WRAPPER_DDP || config->wrapper == ZS_WRAPPER_FSDP ||
+		    config->wrapper == ZS_WRAPPER_DEEPSPEED) {
 			/* DDP at its defaults (find_unused_parameters False, ag_ddp.h):
 			 * an expert without a token on some rank has no grad there, its
 			 * bucket never reduces, and 1.13's reducer raises at the next

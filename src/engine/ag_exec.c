@@ -30,6 +30,7 @@
 #include "engine/tfm_kernels.h"
 #include "util/ag_ddp.h"
 #include "util/nf4.h"
+#include "util/schedule.h"
 #include "util/step.h"
 #include "util/util.h"
 
@@ -2803,14 +2804,21 @@ static int moe_step_build(struct ag_step *n, const struct tfm_feed *f, const str
  * from the others' (util/ag_ddp.c describes it; the executor keeps one
  * shape a run): not run yet. 0, or -1 with *cause. */
 static int moe_starved(const struct zs_model *hf, const uint64_t *counts, unsigned S, unsigned K, unsigned world,
-                       int unused, int fsdp, char **cause)
+                       int unused, enum zs_wrapper wrapper, char **cause)
 {
+	int fsdp = wrapper == ZS_WRAPPER_FSDP, ds = wrapper == ZS_WRAPPER_DEEPSPEED;
 	size_t LE1 = (size_t)hf->layers * hf->experts, LE = K * LE1; /* a step's lists: K micro-steps' (moe_run) */
 	for (size_t k = 0; k < world; k++)
-		for (size_t t = 0; t < (world > 1 ? S : 1); t++)
+		for (size_t t = 0; t < (world > 1 || ds ? S : 1); t++)
 			for (size_t i = 0; i < LE; i++) {
 				if (counts[(k * S + t) * LE + i] != 0)
 					continue;
+				/* DeepSpeed's engine: an idle expert's .grad None at any
+				 * step, on any rank (ZS_MOE_DS_WRAPPER_STARVED) */
+				if (ds)
+					return zs_fail(cause, "%s: expert %zu of block %zu on rank %zu at step %zu gets no token: "
+					               ZS_MOE_DS_WRAPPER_STARVED, hf->name, i % hf->experts,
+					               i / hf->experts % hf->layers, k, t + 1);
 				/* one rank: an expert idle in a micro-step of the first step
 				 * and used in another has its .grad by the step's end
 				 * (AccumulateGrad), as at K = 1 */
@@ -2887,7 +2895,7 @@ static int moe_refit(struct ag_exec *x, const struct step_save *v, struct ag_ste
 	if (refit) {
 		free(*cause);
 		*cause = NULL;
-		if (moe_starved(hf, fix, S, o->grad_accum, world, f->c->ddp_find_unused, f->c->wrapper == ZS_WRAPPER_FSDP,
+		if (moe_starved(hf, fix, S, o->grad_accum, world, f->c->ddp_find_unused, f->c->wrapper,
 		                cause) != 0)
 			rc = -1;
 	}
@@ -3184,7 +3192,7 @@ static int moe_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 		rc = -1;
 	if (rc == 0) {
 		ag_exec_result_free(&r);
-		rc = moe_starved(hf, guess, S, K, world, c->ddp_find_unused, c->wrapper == ZS_WRAPPER_FSDP, cause);
+		rc = moe_starved(hf, guess, S, K, world, c->ddp_find_unused, c->wrapper, cause);
 	}
 	if (rc == 0)
 		rc = tfm_run(c2, hf, seq, world, init, tokens, NULL, 0, want_weights, trk, want_timeline, out, seen, NULL, cause);
@@ -3206,7 +3214,8 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
                     const float *init, const int *tokens, int want_weights, struct zs_tracker *trk,
                     int want_timeline, struct ag_exec_result *out, char **cause)
 {
-	if (hf->experts > 0 && (world == 1 || c->wrapper == ZS_WRAPPER_DDP || c->wrapper == ZS_WRAPPER_FSDP))
+	if (hf->experts > 0 && (world == 1 || c->wrapper == ZS_WRAPPER_DDP || c->wrapper == ZS_WRAPPER_FSDP ||
+	                        c->wrapper == ZS_WRAPPER_DEEPSPEED))
 		return moe_run(c, hf, seq, world, want_weights, trk, want_timeline, init, tokens, out, cause);
 	return tfm_run(c, hf, seq, world, init, tokens, NULL, 0, want_weights, trk, want_timeline, out, NULL, NULL, cause);
 }

@@ -373,9 +373,9 @@ static void routing_row_json(cJSON *schedule, const struct theory_request *req, 
 	unsigned bind = 0;
 	for (unsigned k = 0; k < r->world; k++)
 		res[k] = s->resident_bytes;
-	for (unsigned k = 0; req->config->framework == ZS_FW_TORCH && k < r->world; k++)
+	for (unsigned k = 0; zs_wrapper_step(req->config) && k < r->world; k++)
 		peaks[k] = s->peak_bytes;
-	if (req->config->framework == ZS_FW_TORCH && req->config->moe_run != NULL)
+	if (zs_wrapper_step(req->config) && req->config->moe_run != NULL)
 		(void)theory_autograd_ranks(m, req->config, req->config->batch, req->act.seq, r->world, res, peaks, &bind,
 		                            NULL);
 	/* (under DeepSpeed theory_framework_json wrote one from rank 0's walk: each rank's replaces it; every
@@ -395,7 +395,7 @@ static void routing_row_json(cJSON *schedule, const struct theory_request *req, 
 		cJSON_AddItemToObject(per, "marks", marks);
 	free(res);
 	free(peaks);
-	num(schedule, "peak_rank", req->config->framework == ZS_FW_TORCH && req->config->moe_run != NULL ? bind
+	num(schedule, "peak_rank", zs_wrapper_step(req->config) && req->config->moe_run != NULL ? bind
 	                                                                                               : s->peak_rank);
 	const struct theory_routing_run *x = theory_routing_per_rank(req->act.routing)
 	                                         ? theory_routing_run_of(req->act.routing, r->scheme, r->unit, r->world)

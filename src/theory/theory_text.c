@@ -305,10 +305,10 @@ static void model_header(struct zs_buf *t, const struct theory_request *req)
 			theory_rank_counts_free(&rc);
 			/* theory_routing_torch: the PyTorch step's idle experts from
 			 * step 1 would hold no .grad nor Adam state */
-			if (c->framework == ZS_FW_TORCH && mode == THEORY_ROUTING_WORST)
+			if (zs_wrapper_step(c) && mode == THEORY_ROUTING_WORST)
 				zs_buf_printf(t, " (step 1 balanced, then worst: an expert's .grad and Adam state come with its "
 				              "first token)");
-			if (c->framework == ZS_FW_TORCH)
+			if (zs_wrapper_step(c))
 				zs_buf_printf(t, "; a measured run departs from it by its routing imbalance: --routing FILE "
 				              "(its measured.json) follows its counts");
 		}

@@ -208,8 +208,16 @@ void zs_moe_scope(const struct zs_config *c, const char *model_type, unsigned fl
 	if (c->framework == ZS_FW_TORCH && !zs_moe_torch_takes(model_type))
 		snprintf(what, n, "--framework torch for a %s (give --framework paper or deepspeed)",
 		         model_type != NULL ? model_type : "mixture");
-	else if (c->wrapper == ZS_WRAPPER_DEEPSPEED)
-		snprintf(what, n, "--wrapper deepspeed (give --wrapper auto, zerosim's own DeepSpeed step)");
+	/* DeepSpeed's engine over the PyTorch step's mixture block (util/ag_ds.c
+	 * over util/autograd.c's block, each rank its own routing): ZeRO-1 and
+	 * ZeRO-2 in fp32, as tests/ds_moe_torch.sh holds them to 1.13 */
+	else if (c->wrapper == ZS_WRAPPER_DEEPSPEED && !zs_moe_torch_takes(model_type))
+		snprintf(what, n, "--wrapper deepspeed for a %s (give --wrapper auto, zerosim's own DeepSpeed step)",
+		         model_type != NULL ? model_type : "mixture");
+	else if (c->wrapper == ZS_WRAPPER_DEEPSPEED && c->nschemes > 0 && c->schemes[0] == ZS_ZERO3)
+		snprintf(what, n, "--wrapper deepspeed --schemes zero3 (give zero1 or zero2, or --wrapper auto)");
+	else if (c->wrapper == ZS_WRAPPER_DEEPSPEED && c->precision != ZS_FP32)
+		snprintf(what, n, "--wrapper deepspeed --precision %s (give fp32)", zs_precision_name(c->precision));
 	else if (c->framework == ZS_FW_TORCH && c->wrapper != ZS_WRAPPER_NONE && c->wrapper != ZS_WRAPPER_DDP &&
 	         c->wrapper != ZS_WRAPPER_FSDP)
 		snprintf(what, n, "--framework torch --wrapper %s (give --wrapper none)", zs_wrapper_name(c->wrapper));

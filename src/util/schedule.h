@@ -102,8 +102,8 @@ int zs_recompute_parse(const char *s, enum zs_recompute *out);
  * ddp or fsdp measure runs and the theory describes PyTorch's own step
  * instead for the families ZS_MOE_TORCH_FAMILIES names (util/autograd.c's
  * mixture block, engine/ag_exec.c; under ddp util/ag_ddp.c's pass, under
- * fsdp util/ag_fsdp.c's, over each rank's step, each rank its own
- * routing): what of c, the model's model_type (NULL where
+ * fsdp util/ag_fsdp.c's, under --wrapper deepspeed's zero1 and zero2
+ * util/ag_ds.c's, over each rank's step, each rank its own routing): what of c, the model's model_type (NULL where
  * none is known yet) and the caller's flags (below) is outside that,
  * named as an option ("--framework torch (give --framework paper or
  * deepspeed)"), into what (n bytes); "" when nothing is. measure and
@@ -115,7 +115,9 @@ int zs_recompute_parse(const char *s, enum zs_recompute *out);
 	"1.13's or 2.6's step, fsdp's FULL_SHARD under 1.13 with zero_grad zeros alone, under ddp and fsdp "        \
 	"each rank its own routing; the theory with --routing FILE; "                                            \
 	"--grad-accum, " \
-	"each micro-step its own routing; bf16 autocast on 1.13's plain loop; --freeze and --lora-r on the plain loop)"
+	"each micro-step its own routing; bf16 autocast on 1.13's plain loop; --freeze and --lora-r on the plain loop), " \
+	"and fp32 under --framework deepspeed --wrapper deepspeed --schemes zero1 or zero2 (1.13's step, each rank " \
+	"its own routing, every expert given a token)"
 /* Whether the PyTorch step's theory takes a mixture of this model_type
  * (one of ZS_MOE_TORCH_FAMILIES's words). */
 int zs_moe_torch_takes(const char *model_type);
@@ -129,6 +131,15 @@ int zs_moe_torch_takes(const char *model_type);
 	"it zero-fills a grad of its own apart (stage_1_and_2.py get_flat_partition; engine.py for dp), "   \
 	"which zerosim follows for zero1 and zero2 at N = 1 without --grad-accum or --offload only (give more " \
 	"tokens: --batch, --seq; or --schemes zero3, whose z3 leaf zero-fills it before its one reduce)"
+/* Under --wrapper deepspeed (DeepSpeed's engine over the PyTorch step's
+ * mixture block, ZeRO-1 and ZeRO-2) an expert that gets no token, on any
+ * rank at any step, is refused, measured or predicted, in this sentence
+ * (docs/schedule.md, "DeepSpeed over the PyTorch step", its mixture
+ * part). */
+#define ZS_MOE_DS_WRAPPER_STARVED                                                                              \
+	"under --wrapper deepspeed its .grad stays None: ZeRO-1's reduce_gradients skips it, ZeRO-2's hook never " \
+	"fires, and the epilogue's get_flat_partition gives it zeros of its own (stage_1_and_2.py 719-724, "       \
+	"1727-1730 at 38327e0), not built yet (give more tokens: --batch, --seq)"
 /* counts (L blocks x E experts) = BTk assignments a block spread evenly,
  * the first BTk mod E experts one more (--routing balanced's). */
 void zs_moe_balanced(uint64_t *counts, size_t L, size_t E, uint64_t BTk);
