@@ -34,6 +34,9 @@
 set -u
 name=families_full tag=families-full
 . "${srcdir:-.}/tests/agree_lib.sh"
+# interrupted (^C under make): stop, not go on sweep after sweep
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 130' HUP INT TERM
 OPENBLAS_NUM_THREADS=1
 export OPENBLAS_NUM_THREADS
 
@@ -122,6 +125,7 @@ failed() { # WHY ARGS...
 		echo "FAIL: $why"
 		echo "  reproduce: zerosim measure $* --out m.json; zerosim theory $* ${moe_routing:+--routing m.json }--out t.json;" \
 			"tests/json_agree m.json t.json"
+		echo "  with $tmp/$fam.json: $(cat "$tmp/$fam.json")"
 	} >>"$tmp/failed"
 }
 
