@@ -352,8 +352,9 @@ check-torch:
 # product for every family's tiny config (N 1, 2, 3, 4, 8 x both units x
 # measure's four precisions x paper, torch and deepspeed, each scheme x
 # the three recompute modes; tests/families_full.sh); make check holds a
-# covering set. Not in make check or .ci/run (CI's budget): about 20
-# minutes niced on this project's 2 shared cores (docs/design.md).
+# covering set. Not in make check or .ci/run (CI's budget): about 6
+# minutes of CPU, an hour niced on this project's 2 shared cores
+# (docs/design.md).
 check-families-full: zerosim$(EXEEXT) tests/json_agree$(EXEEXT)
 	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/families_full.sh
 .PHONY: check-families-full
