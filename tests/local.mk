@@ -47,6 +47,11 @@ EXTRA_DIST += tests/model_names.sh
 TESTS += tests/phi3.sh
 EXTRA_DIST += tests/phi3.sh
 
+# The qwen2 family: a tiny one trained (the loss falls over 100 steps),
+# its units, its fp32 digests.
+TESTS += tests/qwen2.sh
+EXTRA_DIST += tests/qwen2.sh
+
 # The qwen3 family: a tiny one trained, its digests, the shipped config.
 TESTS += tests/qwen3.sh
 EXTRA_DIST += tests/qwen3.sh tests/family_lib.sh
@@ -353,6 +358,17 @@ check-torch:
 	done
 	ZS_CHECK_TORCH=1 $(MAKE) $(AM_MAKEFLAGS) check TESTS='$(TORCH_TESTS)'
 .PHONY: check-torch
+# make check-families-full: theory = measure to the byte over the full
+# product for every family's tiny config (N 1, 2, 3, 4, 8 x both units x
+# measure's four precisions x paper, torch and deepspeed, each scheme x
+# the three recompute modes; tests/families_full.sh); make check holds a
+# covering set. Not in make check or .ci/run (CI's budget): about 6
+# minutes of CPU, an hour niced on this project's 2 shared cores
+# (docs/design.md).
+check-families-full: zerosim$(EXEEXT) tests/json_agree$(EXEEXT)
+	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/families_full.sh
+.PHONY: check-families-full
+EXTRA_DIST += tests/families_full.sh
 # The make check-torch comparison against PyTorch 2.6 (issue #22), in its
 # Debian 13 root (made when absent: debootstrap, root and a Debian mirror),
 # a few minutes: once per CI run (.ci/run, ZS_REQUIRE_TORCH26=1). Each test

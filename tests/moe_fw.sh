@@ -11,7 +11,8 @@
 #  - theory --routing FILE = measure to the byte (resident, peak, every
 #    category, comm, each rank's peak; tests/json_agree) over a covering
 #    set: mixed without recompute at N = 1, 2, 3, fp32 and mixed with
-#    selective at N = 1, 2 and 1, 3, with full at N = 1, 3 and 1, 2; the
+#    selective at N = 1, 2 and 1, 3, with full at N = 1, 3 and 1, 2; and
+#    at N = 4, 8 mixed with selective, and DeepSpeed's fp32 with full; the
 #    four schemes, both units; --routing balanced departs from each;
 #  - selective's peak (dp, N = 1) is the one without recompute less every
 #    block's scores, L·B·H·T² fp32 = 2·4·8·16²·4 = 65,536 B, in fp32 and
@@ -33,9 +34,11 @@
 #    measure says it routed there, in the engine's order; and mixed's
 #    act32 (fp32) is a block's input and 16-bit tensors widened,
 #    B·T·(d + d + (H + 2·Hkv)·hd + H·hd + d + d + d) + B·T·k·(1 + 2d + 3F);
-#  - (--framework deepspeed is tests/ds_moe.sh's.)
+#  - (--framework deepspeed at N = 1, 2, 3 is tests/ds_moe.sh's; the full
+#    product, every N, precision, framework and recompute mode, is make
+#    check-families-full's, tests/families_full.sh.)
 #
-# About 4 s. Exit 0 pass, 1 fail, 77 skip (no python3), 99 error.
+# About 6 s. Exit 0 pass, 1 fail, 77 skip (no python3), 99 error.
 name=moe_fw
 needs=${ZS_BUILDDIR:-.}/tests/json_agree
 . "${srcdir:-.}/tests/moe_lib.sh"
@@ -47,6 +50,10 @@ for set in "mixed none 1,2,3" "fp32 selective 1,2" "mixed selective 1,3" "fp32 f
 	# FILE agrees to the byte; balanced departs
 	sweep_agree "$1-$2" "$base --precision $1 --recompute $2 --world $3"
 done
+# N = 4 and 8: the paper's schedule (mixed, selective) and DeepSpeed's
+# (fp32, full), the four schemes, both units
+sweep_agree mixed-selective-48 "$base --precision mixed --recompute selective --world 4,8"
+sweep_agree ds-fp32-full-48 "$base --framework deepspeed --precision fp32 --recompute full --world 4,8"
 # one step of each precision with its timeline, for the routed tensors counted by hand
 for p in fp32 mixed; do
 	OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q --model "$tmp/config.json" --seq 16 --batch 4 --schemes dp \

@@ -16,7 +16,8 @@
 #  - the theory with --routing FILE equal to the measurement to the byte
 #    (resident, peak, every category, comm, each rank's peak;
 #    tests/json_agree) at fp32 and mixed, N = 1, 2, 3, the four schemes,
-#    both units, recompute none and full (3 steps each); --routing
+#    both units, recompute none and full (3 steps each), and at N = 4, 8
+#    fp32 with full and DeepSpeed's mixed without recompute; --routing
 #    balanced departs from it;
 #  - the shared expert's tensors in the engine's own allocations (one
 #    --timeline step, fp32, N = 1), sized by hand from the config: in each
@@ -49,6 +50,12 @@ for prec in fp32 mixed; do
 		       --world 1,2,3 --schemes dp,zero1,zero2,zero3 --unit model,layer --steps 3 --framework paper"
 	done
 done
+# and at N = 4, 8: the paper's schedule (fp32, full) and DeepSpeed's
+# (mixed, no recompute), the four schemes, both units
+sweep_agree fp32-full-48 "--model $tmp/config.json --seq 16 --batch 4 --precision fp32 --recompute full --world 4,8
+       --schemes dp,zero1,zero2,zero3 --unit model,layer --steps 3 --framework paper"
+sweep_agree ds-mixed-none-48 "--model $tmp/config.json --seq 16 --batch 4 --precision mixed --recompute none --world 4,8
+       --schemes dp,zero1,zero2,zero3 --unit model,layer --steps 3 --framework deepspeed"
 # a file from another shared expert or renormalisation routed otherwise:
 # refused, naming the key
 routing_refused 's/"shared_expert_intermediate_size": 80/"shared_expert_intermediate_size": 96/' \
