@@ -128,6 +128,8 @@ cases() {
 		case_ sdpa-gpt2-k3-zeros gpt2 3 zeros 1 -
 		case_ sdpa-llama-k2-none llama 2 none 1 -
 		case_ sdpa-fz-llama-k2-zeros-abl1 llama 2 zeros 1 - all-but-last:1
+		# SDPA under bf16 autocast (the flash kernel in bf16)
+		case_ sdpa-amp-gpt2-k2-none gpt2 2 none 1 - "" amp-bf16
 		return
 	fi
 	case_ gpt2-k1 gpt2 1 zeros 1 -

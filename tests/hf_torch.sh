@@ -428,6 +428,12 @@ if [ "${1:-}" = torch26 ]; then
 			"qwen2-sdpa|tiny-qwen2|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
 			"qwen3-sdpa-zeros|tiny-qwen3|--zero-grad zeros --attn sdpa|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa" \
 			"phi3-sdpa|tiny-phi3|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
+			"gpt2-sdpa-amp-bf16|tiny-gpt2|--zero-grad none --attn sdpa --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16" \
+			"gpt2-sdpa-amp-bf16-zeros-foreach|tiny-gpt2|--zero-grad zeros --optimizer-impl foreach --attn sdpa --amp bf16|--wrapper none --optimizer-impl foreach --zero-grad zeros --attn sdpa --precision amp-bf16" \
+			"llama-mha-sdpa-amp-bf16|tiny-llama-mha|--zero-grad none --attn sdpa --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16" \
+			"llama-mha-sdpa-amp-bf16-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa --amp bf16|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-bf16" \
+			"ddp2-gpt2-sdpa-amp-bf16|tiny-gpt2|--zero-grad none --ddp 2 --attn sdpa --amp bf16|--wrapper ddp --optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16" \
+			"ddp2-llama-mha-sdpa-amp-bf16-zeros|tiny-llama-mha|--zero-grad zeros --ddp 2 --attn sdpa --amp bf16|--wrapper ddp --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-bf16" \
 			"ddp2-gpt2|tiny-gpt2|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
 			"ddp2-gpt2-zeros|tiny-gpt2|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros" \
 			"ddp2-llama|tiny-llama|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
