@@ -146,6 +146,8 @@ sed 's/"resid_pdrop": 0.0/"resid_pdrop": 0.1/' "$tmp/tiny-phi3.json" >"$tmp/tiny
 # phi3 and llama with as many k/v heads as heads (repeat_kv's n_rep 1)
 sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/' "$tmp/tiny-phi3.json" >"$tmp/tiny-phi3-mha.json"
 sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/' "$tmp/tiny-llama.json" >"$tmp/tiny-llama-mha.json"
+# (qwen3 with 4: 2.6's flash kernel under SDPA, its q_norm and k_norm before the rope)
+sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/' "$tmp/tiny-qwen3.json" >"$tmp/tiny-qwen3-mha.json"
 # and with one (MQA: repeat_kv's expand and reshape a view, the heads of stride 0)
 sed 's/"num_key_value_heads": 2/"num_key_value_heads": 1/' "$tmp/tiny-llama.json" >"$tmp/tiny-llama-mqa.json"
 sed 's/"num_key_value_heads": 2/"num_key_value_heads": 1/' "$tmp/tiny-phi3.json" >"$tmp/tiny-phi3-mqa.json"
@@ -433,6 +435,7 @@ if [ "${1:-}" = torch26 ]; then
 			"llama-mha-sdpa-amp-bf16|tiny-llama-mha|--zero-grad none --attn sdpa --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16" \
 			"llama-mha-sdpa-amp-bf16-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa --amp bf16|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-bf16" \
 			"ddp2-gpt2-sdpa-amp-bf16|tiny-gpt2|--zero-grad none --ddp 2 --attn sdpa --amp bf16|--wrapper ddp --optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16" \
+			"qwen3-mha-sdpa-amp-bf16|tiny-qwen3-mha|--zero-grad none --attn sdpa --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16" \
 			"ddp2-llama-mha-sdpa-amp-bf16-zeros|tiny-llama-mha|--zero-grad zeros --ddp 2 --attn sdpa --amp bf16|--wrapper ddp --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-bf16" \
 			"ddp2-gpt2|tiny-gpt2|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
 			"ddp2-gpt2-zeros|tiny-gpt2|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros" \
