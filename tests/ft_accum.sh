@@ -39,7 +39,8 @@
 # with and without no_sync, five cases with --freeze (phi3 one), llama K = 2
 # under autocast; and under transformers' SDPA on both sides (s49;
 # ft_torch.py --attn sdpa): gpt2 K = 3 (the flash kernel), llama K = 2 (the
-# math path), llama K = 2 with all but the last layer frozen. Without a root: skip
+# math path), llama K = 2 with all but the last layer frozen, gpt2 K = 2
+# under bf16 autocast (s50: the bf16 flash kernel). Without a root: skip
 # (77), a failure under ZS_REQUIRE_TORCH26=1.
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 a difference, 99 hard error.

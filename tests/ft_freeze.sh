@@ -37,7 +37,9 @@
 # a frozen block over a frozen input (no node: nothing kept, flash and
 # math path), k_proj frozen over a frozen input (the math path's bmm keeps
 # k^T alone; the flash kernel makes dk and lets it go), qwen2's and phi3's
-# frozen projections. (SDPA with q_proj frozen over a frozen input is
+# frozen projections; "sdpa: autocast:" (s50) the bf16 flash kernel
+# (gpt2 embeddings frozen, llama 4 k/v heads with k_proj frozen over a
+# frozen input). (SDPA with q_proj frozen over a frozen input is
 # refused by name, as under eager attention: the CLI rows.)
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).

@@ -27,7 +27,7 @@
 # adapter tensor and none for a frozen one (a doctored reference with one
 # more must fail), and both sides refusing a term that freezes no adapter.
 # And the CLI (FSDP's LoRA: tests/ft_fsdp_lora.sh):
-# SDPA under autocast, phi3 without targets, a target that matches nothing, and the
+# SDPA under autocast where not described (fewer k/v heads, QLoRA), phi3 without targets, a target that matches nothing, and the
 # LoRA keys without --lora-r are one line, exit 2, nothing written (the
 # reference refuses a target that matches nothing too).
 #
@@ -44,7 +44,10 @@
 # --attn sdpa, zerosim --attn sdpa; docs/schedule.md, "Fine-tuning under
 # SDPA"): gpt2's flash kernel over the adapted c_attn, llama's math path
 # with layer 0's k requiring no grad, the flash kernel's dk made and let
-# go (4 k/v heads), all-linear, the adapters' dropout, K = 2, QLoRA.
+# go (4 k/v heads), all-linear, the adapters' dropout, K = 2, QLoRA; and
+# "sdpa: autocast:" (s50): the flash kernel in bf16 (gpt2 c_attn, llama
+# with 4 k/v heads: autocast's copies of q and k; docs/schedule.md, "SDPA
+# under bf16 autocast").
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 disagreement, 99 hard error.

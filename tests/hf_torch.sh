@@ -370,7 +370,8 @@ fi
 # zeros with foreach Adam, DDP N = 2; SDPA with the window past the
 # sequence: the math path, set_to_none and zeros with foreach, and the
 # flash kernel), gpt2, llama, qwen2,
-# qwen3 and phi3 under bf16 autocast, DDP N = 2
+# qwen3 and phi3 under bf16 autocast (and SDPA's flash kernel under it,
+# s50: gpt2, llama and qwen3 with 4 k/v heads, DDP N = 2 too), DDP N = 2
 # (USE_LIBUV=0: 2.6's gloo rendezvous), FSDP FULL_SHARD (FSDP1,
 # backward_prefetch None: hf_torch.py's fsdp_wrap with device_id the CPU,
 # tests/fsdp_torch.py's exchanges) at N = 2 (gpt2 set_to_none, llama
