@@ -217,6 +217,7 @@ checkpointed: autocast: llama, all but the last layer frozen, set_to_none;llama;
 2.6: sdpa: qwen2, the q/k/v weights frozen, their biases trained;qwen2;none;re:(q|k|v)_proj\.weight;1
 2.6: sdpa: phi3, qkv_proj frozen, zeros;phi3;zeros;re:qkv_proj;1
 2.6: sdpa: autocast: gpt2, embeddings frozen (the flash kernel's bf16 output, c_proj's operand as it is);gpt2;none;embeddings;1;amp-bf16
+2.6: sdpa: autocast: checkpointed: gpt2, embeddings frozen, zeros;gpt2;zeros;embeddings;1;amp-bf16;full
 2.6: sdpa: autocast: llama, 4 k/v heads, k_proj frozen over a frozen input (k's bf16 copy without a ToCopyBackward), zeros;llamamha;zeros;re:(embed|input_layernorm|k_proj);1;amp-bf16
 CASES
 for phase in add check; do

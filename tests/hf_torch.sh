@@ -371,7 +371,8 @@ fi
 # sequence: the math path, set_to_none and zeros with foreach, and the
 # flash kernel), gpt2, llama, qwen2,
 # qwen3 and phi3 under bf16 autocast (and SDPA's flash kernel under it,
-# s50: gpt2, llama and qwen3 with 4 k/v heads, DDP N = 2 too), DDP N = 2
+# s50: gpt2, llama and qwen3 with 4 k/v heads, DDP N = 2 and checkpointed
+# too), DDP N = 2
 # (USE_LIBUV=0: 2.6's gloo rendezvous), FSDP FULL_SHARD (FSDP1,
 # backward_prefetch None: hf_torch.py's fsdp_wrap with device_id the CPU,
 # tests/fsdp_torch.py's exchanges) at N = 2 (gpt2 set_to_none, llama
@@ -437,6 +438,9 @@ if [ "${1:-}" = torch26 ]; then
 			"llama-mha-sdpa-amp-bf16-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa --amp bf16|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-bf16" \
 			"ddp2-gpt2-sdpa-amp-bf16|tiny-gpt2|--zero-grad none --ddp 2 --attn sdpa --amp bf16|--wrapper ddp --optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16" \
 			"qwen3-mha-sdpa-amp-bf16|tiny-qwen3-mha|--zero-grad none --attn sdpa --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16" \
+			"gpt2-sdpa-amp-bf16-ckpt|tiny-gpt2|--zero-grad none --attn sdpa --amp bf16 --recompute full|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16 --recompute full" \
+			"llama-mha-sdpa-amp-bf16-ckpt-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa --amp bf16 --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-bf16 --recompute full" \
+			"ddp2-llama-mha-sdpa-amp-bf16-ckpt|tiny-llama-mha|--zero-grad none --ddp 2 --attn sdpa --amp bf16 --recompute full|--wrapper ddp --optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16 --recompute full" \
 			"ddp2-llama-mha-sdpa-amp-bf16-zeros|tiny-llama-mha|--zero-grad zeros --ddp 2 --attn sdpa --amp bf16|--wrapper ddp --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-bf16" \
 			"ddp2-gpt2|tiny-gpt2|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
 			"ddp2-gpt2-zeros|tiny-gpt2|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros" \

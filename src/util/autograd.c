@@ -7554,14 +7554,14 @@ static int amp_check(const struct zs_model *m, const struct ag_options *o, char 
 	 * kBFloat16): described where it runs (sdpa_fwd: gpt2, and a llama
 	 * family's with as many k/v heads as heads), checked against 2.6's
 	 * allocator on the plain loop and DDP (tests/hf_torch.sh torch26,
-	 * ft_lora.sh). The math path (fewer k/v heads: its autocast dtypes
-	 * are not traced), QLoRA's fp32 v (4-bit v_proj), FSDP's views of the
-	 * flat parameter and the checkpointed layer's rerun are not. */
+	 * ft_lora.sh), checkpointed too (the rerun under no_grad keeps
+	 * nothing: the casts go as the op returns). The math path (fewer k/v
+	 * heads: its autocast dtypes are not traced), QLoRA's fp32 v (4-bit
+	 * v_proj) and FSDP's views of the flat parameter are not. */
 	if (o->attn == ZS_ATTN_SDPA) {
 		const char *no = m->kv_heads != m->heads ? "fewer k/v heads than heads (SDPA's math path)"
 		                 : o->quant_nf4 ? "--quant-base nf4 (a 4-bit v_proj's fp32 v)"
 		                 : o->amp_param_views ? "--wrapper fsdp"
-		                 : o->recompute ? "--recompute full"
 		                                : NULL;
 		if (no)
 			return refuse(cause, "--precision amp-bf16: autocast with --attn sdpa and %s is not described yet "
