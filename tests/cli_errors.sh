@@ -1208,12 +1208,13 @@ cat >"$tmp/tiny-nodrop.json" <<'EOF_'
 {"model_type": "gpt2", "n_embd": 16, "n_layer": 1, "n_head": 2, "vocab_size": 32, "n_positions": 8,
  "embd_pdrop": 0.0, "attn_pdrop": 0.0, "resid_pdrop": 0.0}
 EOF_
-# SDPA's refusals by name: autocast, attention dropout (the math path
-# with its dropout mask), a mask past the sliding window, and qwen2's and
-# phi3's flash kernel (as many k/v heads as heads)
-bad_theory "--precision amp-bf16: autocast with --attn sdpa is not described yet" \
-	--framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper none --world 1 --precision amp-bf16 \
-	--torch-device cpu --attn sdpa --torch-version 2.6
+# SDPA's refusals by name: autocast where not described (FSDP; the flash
+# kernel on the plain loop and DDP runs, checkpointed too), attention
+# dropout (the math path with its dropout mask), a mask past the sliding
+# window, and qwen2's and phi3's flash kernel (as many k/v heads as heads)
+bad_theory "--precision amp-bf16: autocast with --attn sdpa and --wrapper fsdp is not described yet (give --attn eager)" \
+	--framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper fsdp --world 2 --schemes zero3 \
+	--precision amp-bf16 --torch-device cpu --attn sdpa --torch-version 2.6
 sed 's/"attn_pdrop": 0.0/"attn_pdrop": 0.1/' "$tmp/tiny-nodrop.json" >"$tmp/tiny-adrop.json"
 bad_theory "--attn sdpa: with attention dropout (attn_pdrop 0.1) SDPA takes its math path, not described yet" \
 	--framework torch --model "$tmp/tiny-adrop.json" --seq 8 --wrapper none --world 1 --precision fp32 \

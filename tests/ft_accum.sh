@@ -39,7 +39,8 @@
 # with and without no_sync, five cases with --freeze (phi3 one), llama K = 2
 # under autocast; and under transformers' SDPA on both sides (s49;
 # ft_torch.py --attn sdpa): gpt2 K = 3 (the flash kernel), llama K = 2 (the
-# math path), llama K = 2 with all but the last layer frozen. Without a root: skip
+# math path), llama K = 2 with all but the last layer frozen, gpt2 K = 2
+# under bf16 autocast (s50: the bf16 flash kernel). Without a root: skip
 # (77), a failure under ZS_REQUIRE_TORCH26=1.
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 a difference, 99 hard error.
@@ -128,6 +129,8 @@ cases() {
 		case_ sdpa-gpt2-k3-zeros gpt2 3 zeros 1 -
 		case_ sdpa-llama-k2-none llama 2 none 1 -
 		case_ sdpa-fz-llama-k2-zeros-abl1 llama 2 zeros 1 - all-but-last:1
+		# SDPA under bf16 autocast (the flash kernel in bf16)
+		case_ sdpa-amp-gpt2-k2-none gpt2 2 none 1 - "" amp-bf16
 		return
 	fi
 	case_ gpt2-k1 gpt2 1 zeros 1 -

@@ -37,7 +37,9 @@
 # a frozen block over a frozen input (no node: nothing kept, flash and
 # math path), k_proj frozen over a frozen input (the math path's bmm keeps
 # k^T alone; the flash kernel makes dk and lets it go), qwen2's and phi3's
-# frozen projections. (SDPA with q_proj frozen over a frozen input is
+# frozen projections; "sdpa: autocast:" (s50) the bf16 flash kernel
+# (gpt2 embeddings frozen, llama 4 k/v heads with k_proj frozen over a
+# frozen input). (SDPA with q_proj frozen over a frozen input is
 # refused by name, as under eager attention: the CLI rows.)
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
@@ -214,6 +216,9 @@ checkpointed: autocast: llama, all but the last layer frozen, set_to_none;llama;
 2.6: sdpa: llama, 4 k/v heads, k_proj frozen over a frozen input (the flash kernel's dk made and let go);llamamha;none;re:(embed|input_layernorm|k_proj);1
 2.6: sdpa: qwen2, the q/k/v weights frozen, their biases trained;qwen2;none;re:(q|k|v)_proj\.weight;1
 2.6: sdpa: phi3, qkv_proj frozen, zeros;phi3;zeros;re:qkv_proj;1
+2.6: sdpa: autocast: gpt2, embeddings frozen (the flash kernel's bf16 output, c_proj's operand as it is);gpt2;none;embeddings;1;amp-bf16
+2.6: sdpa: autocast: checkpointed: gpt2, embeddings frozen, zeros;gpt2;zeros;embeddings;1;amp-bf16;full
+2.6: sdpa: autocast: llama, 4 k/v heads, k_proj frozen over a frozen input (k's bf16 copy without a ToCopyBackward), zeros;llamamha;zeros;re:(embed|input_layernorm|k_proj);1;amp-bf16
 CASES
 for phase in add check; do
 	i=0

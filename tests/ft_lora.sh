@@ -27,7 +27,7 @@
 # adapter tensor and none for a frozen one (a doctored reference with one
 # more must fail), and both sides refusing a term that freezes no adapter.
 # And the CLI (FSDP's LoRA: tests/ft_fsdp_lora.sh):
-# SDPA under autocast, phi3 without targets, a target that matches nothing, and the
+# SDPA under autocast where not described (fewer k/v heads, QLoRA), phi3 without targets, a target that matches nothing, and the
 # LoRA keys without --lora-r are one line, exit 2, nothing written (the
 # reference refuses a target that matches nothing too).
 #
@@ -44,7 +44,10 @@
 # --attn sdpa, zerosim --attn sdpa; docs/schedule.md, "Fine-tuning under
 # SDPA"): gpt2's flash kernel over the adapted c_attn, llama's math path
 # with layer 0's k requiring no grad, the flash kernel's dk made and let
-# go (4 k/v heads), all-linear, the adapters' dropout, K = 2, QLoRA.
+# go (4 k/v heads), all-linear, the adapters' dropout, K = 2, QLoRA; and
+# "sdpa: autocast:" (s50): the flash kernel in bf16 (gpt2 c_attn, llama
+# with 4 k/v heads: autocast's copies of q and k; docs/schedule.md, "SDPA
+# under bf16 autocast").
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 disagreement, 99 hard error.
@@ -97,8 +100,12 @@ refuse() { # WHAT TEXT MODEL ARGS...: zerosim theory must refuse with one line n
 {
 	refuse "--framework torch's own step (--wrapper auto)" "torch --wrapper auto: its DDP buckets and FSDP units hold every parameter" gpt2 \
 		--framework torch --world 2 --lora-r 4 # --framework paper and deepspeed run it: tests/paper_lora.sh
-	refuse "--attn sdpa under autocast" "autocast with --attn sdpa is not described" gpt2 --world 1 --framework torch \
-		--wrapper none --torch-version 2.6 --torch-device cpu --attn sdpa --lora-r 4 --precision amp-bf16
+	refuse "--attn sdpa under autocast with fewer k/v heads" "autocast with --attn sdpa and fewer k/v heads than heads (SDPA's math path) is not described" \
+		llama --world 1 --framework torch --wrapper none --torch-version 2.6 --torch-device cpu --attn sdpa --lora-r 4 \
+		--precision amp-bf16
+	refuse "--attn sdpa under autocast over QLoRA" "autocast with --attn sdpa and --quant-base nf4 (a 4-bit v_proj's fp32 v) is not described" \
+		gpt2 --world 1 --framework torch --wrapper none --torch-version 2.6 --torch-device cpu --attn sdpa --lora-r 4 \
+		--quant-base nf4 --precision amp-bf16
 	refuse "phi3 without targets" "PEFT has no default LoRA targets for a phi3" phi3 $plain --lora-r 4
 	refuse "a target that matches nothing" "no linear layer of" llama $plain --lora-r 4 --lora-targets c_attn
 	refuse "lm_head: not described" "output embedding (lm_head) is not described" gpt2 $plain --lora-r 4 --lora-targets lm_head
@@ -302,6 +309,8 @@ autocast: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;
 2.6: sdpa: llama, default targets, K = 2;llama;none;2;1;-;--lora-r 4
 2.6: sdpa: QLoRA: gpt2, all-linear, zeros;gpt2;zeros;1;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4
 2.6: sdpa: QLoRA: llama, default targets;llama;none;1;1;-;--lora-r 4 --quant-base nf4
+2.6: sdpa: autocast: gpt2, default target (the bf16 flash kernel over the adapted c_attn);gpt2;none;1;1;-;--lora-r 4
+2.6: sdpa: autocast: llama, 4 k/v heads, default targets (q's and k's bf16 copies), zeros;llamamha;zeros;1;1;-;--lora-r 4
 CASES
 i0=0
 [ "$mode" != torch26 ] && i0=2

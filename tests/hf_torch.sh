@@ -146,6 +146,8 @@ sed 's/"resid_pdrop": 0.0/"resid_pdrop": 0.1/' "$tmp/tiny-phi3.json" >"$tmp/tiny
 # phi3 and llama with as many k/v heads as heads (repeat_kv's n_rep 1)
 sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/' "$tmp/tiny-phi3.json" >"$tmp/tiny-phi3-mha.json"
 sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/' "$tmp/tiny-llama.json" >"$tmp/tiny-llama-mha.json"
+# (qwen3 with 4: 2.6's flash kernel under SDPA, its q_norm and k_norm before the rope)
+sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/' "$tmp/tiny-qwen3.json" >"$tmp/tiny-qwen3-mha.json"
 # and with one (MQA: repeat_kv's expand and reshape a view, the heads of stride 0)
 sed 's/"num_key_value_heads": 2/"num_key_value_heads": 1/' "$tmp/tiny-llama.json" >"$tmp/tiny-llama-mqa.json"
 sed 's/"num_key_value_heads": 2/"num_key_value_heads": 1/' "$tmp/tiny-phi3.json" >"$tmp/tiny-phi3-mqa.json"
@@ -368,7 +370,9 @@ fi
 # zeros with foreach Adam, DDP N = 2; SDPA with the window past the
 # sequence: the math path, set_to_none and zeros with foreach, and the
 # flash kernel), gpt2, llama, qwen2,
-# qwen3 and phi3 under bf16 autocast, DDP N = 2
+# qwen3 and phi3 under bf16 autocast (and SDPA's flash kernel under it,
+# s50: gpt2, llama and qwen3 with 4 k/v heads, DDP N = 2 and checkpointed
+# too), DDP N = 2
 # (USE_LIBUV=0: 2.6's gloo rendezvous), FSDP FULL_SHARD (FSDP1,
 # backward_prefetch None: hf_torch.py's fsdp_wrap with device_id the CPU,
 # tests/fsdp_torch.py's exchanges) at N = 2 (gpt2 set_to_none, llama
@@ -428,6 +432,16 @@ if [ "${1:-}" = torch26 ]; then
 			"qwen2-sdpa|tiny-qwen2|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
 			"qwen3-sdpa-zeros|tiny-qwen3|--zero-grad zeros --attn sdpa|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa" \
 			"phi3-sdpa|tiny-phi3|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
+			"gpt2-sdpa-amp-bf16|tiny-gpt2|--zero-grad none --attn sdpa --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16" \
+			"gpt2-sdpa-amp-bf16-zeros-foreach|tiny-gpt2|--zero-grad zeros --optimizer-impl foreach --attn sdpa --amp bf16|--wrapper none --optimizer-impl foreach --zero-grad zeros --attn sdpa --precision amp-bf16" \
+			"llama-mha-sdpa-amp-bf16|tiny-llama-mha|--zero-grad none --attn sdpa --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16" \
+			"llama-mha-sdpa-amp-bf16-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa --amp bf16|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-bf16" \
+			"ddp2-gpt2-sdpa-amp-bf16|tiny-gpt2|--zero-grad none --ddp 2 --attn sdpa --amp bf16|--wrapper ddp --optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16" \
+			"qwen3-mha-sdpa-amp-bf16|tiny-qwen3-mha|--zero-grad none --attn sdpa --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16" \
+			"gpt2-sdpa-amp-bf16-ckpt|tiny-gpt2|--zero-grad none --attn sdpa --amp bf16 --recompute full|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16 --recompute full" \
+			"llama-mha-sdpa-amp-bf16-ckpt-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa --amp bf16 --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-bf16 --recompute full" \
+			"ddp2-llama-mha-sdpa-amp-bf16-ckpt|tiny-llama-mha|--zero-grad none --ddp 2 --attn sdpa --amp bf16 --recompute full|--wrapper ddp --optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16 --recompute full" \
+			"ddp2-llama-mha-sdpa-amp-bf16-zeros|tiny-llama-mha|--zero-grad zeros --ddp 2 --attn sdpa --amp bf16|--wrapper ddp --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-bf16" \
 			"ddp2-gpt2|tiny-gpt2|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
 			"ddp2-gpt2-zeros|tiny-gpt2|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros" \
 			"ddp2-llama|tiny-llama|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \

@@ -1405,6 +1405,7 @@ static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct
 /* The CPU flash kernel's saved set: q, k, v, the output and the logsumexp. */
 struct sdpa_saved {
 	T q, k, v, out, lse;
+	int qcast, kcast; /* autocast copied q, k (fp32 rope sums): their ToCopyBackward casts dq, dk back */
 };
 
 struct gpt2_block_saved {
@@ -1898,34 +1899,65 @@ static double attn_scale(const struct zs_model *m, uint64_t hd)
  * qS·kvS + 2·qS + qS·hd floats for the kernel's duration; autograd keeps
  * q, k, v, the output and the logsumexp (derivatives.yaml 2.6.0,
  * _scaled_dot_product_flash_attention_for_cpu) and no T×T matrix.
- * Returns the merged heads [B, T, d] (a view of the output). */
+ * Under bf16 autocast (autocast_mode.cpp: KERNEL_CPU(scaled_dot_product_attention,
+ * lower_precision_fp)) its arguments are cast first, right to left (v,
+ * k, q: a bf16 one is itself, llama's fp32 rope sums are copied, and the
+ * node keeps the copies); the kernel then runs in bf16
+ * (FlashAttentionKernel.cpp at 008ec6b1, cpu_flash_attention): the output
+ * bf16 (query.options()), the logsumexp and `buf` fp32 (accumulate_dtype),
+ * and `buf_reduced`, qS·kvS of the 16-bit type, beside `buf` (allocated
+ * after it; could_pack is Half's alone, so no padding). Returns the merged
+ * heads [B, T, d] (a view of the output). */
 static T sdpa_fwd(struct bld *b, struct sdpa_saved *s, T q, T k, T v)
 {
 	const struct ag_tensor q_ = b->s->tensor[q], *qt = &q_; /* a copy: the array grows */
 	uint64_t B = qt->shape[0], h = qt->shape[1], Tn = qt->shape[2], hd = qt->shape[3];
-	T ost = TMP("_scaled_dot_product_flash_attention_for_cpu (output)", AG_F32, B, Tn, h, hd);
+	int amp = b->o->amp != AG_F32;
+	enum ag_dtype dt = amp ? b->o->amp : AG_F32;
+	s->qcast = s->kcast = 0;
+	if (amp) { /* cached_cast of each argument, the last first; each one holder more */
+		s->kcast = b->s->tensor[k].dtype != dt;
+		s->qcast = b->s->tensor[q].dtype != dt;
+		if (b->s->tensor[v].dtype != dt) /* (an fp32 v, QLoRA's, amp_check refuses) */
+			unsupported(b, "SDPA under autocast with an fp32 v");
+		v = ac_cast(b, v);
+		k = ac_cast(b, k);
+		q = ac_cast(b, q);
+	}
+	T ost = TMP("_scaled_dot_product_flash_attention_for_cpu (output)", dt, B, Tn, h, hd);
 	T lse = TMP("_scaled_dot_product_flash_attention_for_cpu (logsumexp)", AG_F32, B, h, Tn);
 	uint64_t qs = flash_qsplit(Tn), kvs = flash_kvsplit(Tn);
 	T ws = TMP("_scaled_dot_product_flash_attention_for_cpu (workspace)", AG_F32, 1, qs * kvs + 2 * qs + qs * hd);
+	T wr = amp ? TMP("_scaled_dot_product_flash_attention_for_cpu (buf_reduced)", dt, 1, qs, kvs) : NO;
 	T ov = vw(b, ost, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)(Tn * h * hd), (int64_t)hd,
 	                                                           (int64_t)(h * hd), 1 }, 0);
 	struct ag_event *e = op(b, AG_OP_SDPA_FLASH, q, k, v, ov, lse, NO);
 	e->arg[0] = attn_scale(b->m, hd);
+	if (wr != NO)
+		unref(b, wr);
 	unref(b, ws);
 	/* no node (under no_grad, or none of q, k, v requiring grad: a
 	 * frozen layer over an input that requires none): the logsumexp
-	 * goes with the op's tuple, nothing is kept */
+	 * goes with the op's tuple, nothing is kept; autocast's casts go as
+	 * its wrapper returns */
 	if (b->nograd || !(RG(b, q) || RG(b, k) || RG(b, v))) {
 		unref(b, lse);
 		unref(b, ov);
+		if (amp) {
+			unref(b, q);
+			unref(b, k);
+			unref(b, v);
+		}
 		s->q = s->k = s->v = s->out = s->lse = NO;
 		T merged = reshape(b, ost, 3, SH(B, Tn, h * hd));
 		unref(b, ost);
 		return merged;
 	}
-	ref(b, q);
-	ref(b, k);
-	ref(b, v);
+	if (!amp) { /* (under autocast the casts' holders are the node's) */
+		ref(b, q);
+		ref(b, k);
+		ref(b, v);
+	}
 	s->q = q, s->k = k, s->v = v, s->out = ov, s->lse = lse;
 	/* attn_output.permute(0, 2, 1, 3).contiguous() is the output's own
 	 * layout; .view(B, T, d) a view */
@@ -1935,15 +1967,18 @@ static T sdpa_fwd(struct bld *b, struct sdpa_saved *s, T q, T k, T v)
 }
 
 /* Its backward from the merged heads' gradient dm (its holder taken),
- * read as [B, h, T, hd]: dq, dk and dv in the output's layout, the
- * kernel's per-thread workspace (2·qS·kvS floats) and row sums (qS
- * floats); the gradient, then q, k, v, the logsumexp and the output let
- * go. gv[0..2]: dq, dk, dv as [B, h, T, hd] views over [B, T, h, hd]
+ * read as [B, h, T, hd]: dq, dk and dv in the output's layout and q's
+ * dtype, the kernel's per-thread workspace (2·qS·kvS floats), under
+ * autocast its buf_reduced (2·qS·kvS of the 16-bit type:
+ * cpu_flash_attention_backward's size_per_thread_reduced) and row sums
+ * (qS floats); the gradient, then q, k, v, the logsumexp and the output
+ * let go. gv[0..2]: dq, dk, dv as [B, h, T, hd] views over [B, T, h, hd]
  * storage, each its storage's only holder. */
 static void sdpa_bwd(struct bld *b, struct sdpa_saved *s, T dm, T gv[3])
 {
 	const struct ag_tensor q_ = b->s->tensor[s->q], *qt = &q_; /* a copy: the array grows */
 	uint64_t B = qt->shape[0], h = qt->shape[1], Tn = qt->shape[2], hd = qt->shape[3], d = h * hd;
+	enum ag_dtype dt = qt->dtype;
 	const int64_t *bthd = (const int64_t[]){ (int64_t)(Tn * d), (int64_t)hd, (int64_t)d, 1 };
 	T g = vw(b, dm, 4, SH(B, h, Tn, hd), bthd, 0);
 	T st_[3];
@@ -1951,11 +1986,14 @@ static void sdpa_bwd(struct bld *b, struct sdpa_saved *s, T dm, T gv[3])
 		                       "_scaled_dot_product_flash_attention_for_cpu_backward (dk)",
 		                       "_scaled_dot_product_flash_attention_for_cpu_backward (dv)" };
 	for (int j = 0; j < 3; j++) {
-		st_[j] = TMP(what[j], AG_F32, B, Tn, h, hd);
+		st_[j] = TMP(what[j], dt, B, Tn, h, hd);
 		gv[j] = vw(b, st_[j], 4, SH(B, h, Tn, hd), bthd, 0);
 	}
 	uint64_t qs = flash_qsplit(Tn), kvs = flash_kvsplit(Tn);
 	T ws = TMP("_scaled_dot_product_flash_attention_for_cpu_backward (workspace)", AG_F32, 1, 2 * qs * kvs);
+	T wr = dt != AG_F32 ? TMP("_scaled_dot_product_flash_attention_for_cpu_backward (buf_reduced)", dt, 1,
+	                          2 * qs * kvs)
+	                    : NO;
 	T dsum = TMP("_scaled_dot_product_flash_attention_for_cpu_backward (row sums)", AG_F32, 1, qs);
 	struct ag_event *e = ev(b, AG_EV_OP);
 	e->op = AG_OP_SDPA_FLASH_BWD;
@@ -1963,6 +2001,8 @@ static void sdpa_bwd(struct bld *b, struct sdpa_saved *s, T dm, T gv[3])
 	e->out[0] = gv[0], e->out[1] = gv[1], e->out[2] = gv[2];
 	e->arg[0] = attn_scale(b->m, hd);
 	unref(b, dsum);
+	if (wr != NO)
+		unref(b, wr);
 	unref(b, ws);
 	unref(b, g);
 	unref(b, dm);
@@ -1975,15 +2015,32 @@ static void sdpa_bwd(struct bld *b, struct sdpa_saved *s, T dm, T gv[3])
 		unref(b, st_[j]); /* the views hold them now */
 }
 
+/* ToCopyBackward of an autocast copy of q or k: the kernel's grad g
+ * (a [B, h, T, hd] view over [B, T, h, hd] storage, its holder taken) in
+ * fp32; `.to()` keeps a dense tensor's strides (preserve_format), so the
+ * copy lies as g does. */
+static T sdpa_grad_back(struct bld *b, T g)
+{
+	const struct ag_tensor g_ = b->s->tensor[g], *gt = &g_; /* a copy: the array grows */
+	uint64_t B = gt->shape[0], h = gt->shape[1], Tn = gt->shape[2], hd = gt->shape[3], d = h * hd;
+	T st = TMP("_to_copy (ToCopyBackward)", AG_F32, B, Tn, h, hd);
+	T c = vw(b, st, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)(Tn * d), (int64_t)hd, (int64_t)d, 1 }, 0);
+	unref(b, st);
+	op(b, AG_OP_COPY, g, NO, NO, c, NO, NO);
+	unref(b, g);
+	return c;
+}
+
 /* GPT-2's: SplitBackward's cat of dq, dk, dv read as [B, T, d] (views: no
- * copy). Returns qkv's gradient [B, T, 3d]. */
+ * copy; their dtype: bf16 under autocast, as c_attn's output). Returns
+ * qkv's gradient [B, T, 3d]. */
 static T gpt2_sdpa_bwd(struct bld *b, struct sdpa_saved *s, T dm)
 {
 	const struct ag_tensor q_ = b->s->tensor[s->q], *qt = &q_; /* a copy: the array grows */
 	uint64_t B = qt->shape[0], Tn = qt->shape[2], d = qt->shape[1] * qt->shape[3];
 	T gv[3], c[3];
 	sdpa_bwd(b, s, dm, gv);
-	T dqkv = TMP("cat (split backward)", AG_F32, B, Tn, 3 * d);
+	T dqkv = TMP("cat (split backward)", qt->dtype, B, Tn, 3 * d);
 	for (int j = 0; j < 3; j++) {
 		c[j] = reshape(b, gv[j], 3, SH(B, Tn, d));
 		unref(b, gv[j]);
@@ -6678,6 +6735,13 @@ static T llama_layer_bwd(struct bld *b, struct model *M, struct llama_layer_save
 		T gv[3];
 		sdpa_bwd(b, &s->sd, dac, gv);
 		dv = gv[2];
+		/* autocast: the casts' ToCopyBackward, q's (made later: its
+		 * sequence number higher) first, each an fp32 copy of the
+		 * bf16 grad, which goes */
+		if (s->sd.qcast)
+			gv[0] = sdpa_grad_back(b, gv[0]);
+		if (s->sd.kcast && s->kk)
+			gv[1] = sdpa_grad_back(b, gv[1]);
 		/* k requires no grad: the kernel's backward makes dk all the
 		 * same (derivatives.yaml 2.6.0 lines 2880-2882: query, key,
 		 * value all from one call of
@@ -7487,13 +7551,22 @@ static int amp_check(const struct zs_model *m, const struct ag_options *o, char 
 		              "--precision amp-bf16)");
 	/* bf16 q, k, v take the CPU's flash kernel too (sdp_utils_cpp.cpp,
 	 * use_flash_attention_cpp: cpp_supported_flash_dtypes holds
-	 * kBFloat16): its bf16 output and grads and its reduced-type buffers
-	 * are not described (sdpa_fwd's are fp32: on the tiny gpt2 zerosim
-	 * held 16,384 B a layer more than 2.6 from the attention's output
-	 * on, measured); the math path's autocast dtypes are not traced */
-	if (o->attn == ZS_ATTN_SDPA)
-		return refuse(cause, "--precision amp-bf16: autocast with --attn sdpa is not described yet (give --attn "
-		              "eager)");
+	 * kBFloat16): described where it runs (sdpa_fwd: gpt2, and a llama
+	 * family's with as many k/v heads as heads), checked against 2.6's
+	 * allocator on the plain loop and DDP (tests/hf_torch.sh torch26,
+	 * ft_lora.sh), checkpointed too (the rerun under no_grad keeps
+	 * nothing: the casts go as the op returns). The math path (fewer k/v
+	 * heads: its autocast dtypes are not traced), QLoRA's fp32 v (4-bit
+	 * v_proj) and FSDP's views of the flat parameter are not. */
+	if (o->attn == ZS_ATTN_SDPA) {
+		const char *no = m->kv_heads != m->heads ? "fewer k/v heads than heads (SDPA's math path)"
+		                 : o->quant_nf4 ? "--quant-base nf4 (a 4-bit v_proj's fp32 v)"
+		                 : o->amp_param_views ? "--wrapper fsdp"
+		                                : NULL;
+		if (no)
+			return refuse(cause, "--precision amp-bf16: autocast with --attn sdpa and %s is not described yet "
+			              "(give --attn eager)", no);
+	}
 	if (m->embd_pdrop > 0 || m->attn_pdrop > 0 || m->resid_pdrop > 0)
 		return refuse(cause, "--precision amp-bf16: autocast with dropout (the model's config) is not described "
 		              "yet (give a config with dropout 0)");
