@@ -99,7 +99,9 @@
 #    zeros and set_to_none (in 2.6 too): bytes, peak, marks and every
 #    event, each hit expert's select making zeros of the whole gate_up_proj
 #    and down_proj; the 4.x ModuleList theory under the same routing
-#    departs (main refused --experts-impl as an unknown option);
+#    departs (main refused --experts-impl as an unknown option); measure
+#    --experts-impl eager under the same options equals its theory given
+#    its own routing (tests/moe_fused.sh holds more of measure);
 #  - refused by name: a routing whose first step leaves an expert without a
 #    token (at B 1 T 2: its .grad stays None), under --wrapper ddp a step
 #    leaving an expert idle on any rank (1.13's reducer raises "Expected to
