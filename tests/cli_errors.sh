@@ -619,10 +619,12 @@ bad_theory "--experts-impl eager with a --wrapper other than none: not described
 # (a shipped model by name: in a VPATH build its data is the source tree's)
 [ -d "$top/data/models" ] || { ZEROSIM_DATADIR=$srcdir; export ZEROSIM_DATADIR; }
 bad_theory "--experts-impl eager: gpt2 (gpt2) is no mixture of experts" --model gpt2 $pt --experts-impl eager
-[ -d "$top/data/models" ] || unset ZEROSIM_DATADIR
 # shellcheck disable=SC2086
-bad_measure "--experts-impl eager: measure of transformers 5.x's fused experts is not built yet" \
-	--model "$tmp/moe-one.json" $pt --experts-impl eager
+bad_measure "--experts-impl eager: gpt2 (gpt2) is no mixture of experts" --model gpt2 $pt --experts-impl eager
+[ -d "$top/data/models" ] || unset ZEROSIM_DATADIR
+# measure runs eager (tests/moe_fused.sh) in the same scope as the theory
+bad_measure "--experts-impl eager with a --wrapper other than none: not described yet" \
+	--model "$tmp/moe-one.json" --framework torch --wrapper ddp --experts-impl eager
 sed 's/"num_experts_per_tok": 1/"num_experts_per_tok": 1, "router_jitter_noise": 0.01/' "$tmp/moe-one.json" >"$tmp/moe-jit.json"
 # one check in both commands (util/model.h's zs_model_router_check)
 bad_measure "moe-jit: \"router_jitter_noise\" is 0.01: the router's noise is neither run nor predicted yet (give 0)" --model "$tmp/moe-jit.json"

@@ -243,6 +243,8 @@ TESTS += tests/moe_hf_torch.sh
 EXTRA_DIST += tests/moe_hf_torch.sh
 TESTS += tests/moe_measure.sh
 EXTRA_DIST += tests/moe_measure.sh
+TESTS += tests/moe_fused.sh
+EXTRA_DIST += tests/moe_fused.sh
 
 # Fine-tuning's reference (issue #23): accumulation, frozen parameters,
 # LoRA and DDP no_sync in real PyTorch, its own invariants (about 75 s on

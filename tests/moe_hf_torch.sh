@@ -99,7 +99,9 @@
 #    zeros and set_to_none (in 2.6 too): bytes, peak, marks and every
 #    event, each hit expert's select making zeros of the whole gate_up_proj
 #    and down_proj; the 4.x ModuleList theory under the same routing
-#    departs (main refused --experts-impl as an unknown option);
+#    departs (main refused --experts-impl as an unknown option); measure
+#    --experts-impl eager under the same options equals its theory given
+#    its own routing (tests/moe_fused.sh holds more of measure);
 #  - refused by name: a routing whose first step leaves an expert without a
 #    token (at B 1 T 2: its .grad stays None), under --wrapper ddp a step
 #    leaving an expert idle on any rank (1.13's reducer raises "Expected to
@@ -479,7 +481,11 @@ idle() {
 # (each hit expert's SelectBackward makes zeros of the whole gate_up_proj
 # and down_proj, summed in their input buffers: out of place in 1.13, in
 # place in 2.6); and, so that the row can fail, the theory of 4.x's
-# ModuleList under the same routing departs from it (peak)
+# ModuleList under the same routing departs from it (peak); then measure
+# --experts-impl eager under the same options (its own routing: zerosim's
+# weights, not hf_torch.py's) equals that theory given its routing, so
+# measure meets the allocator through the theory (tests/moe_fused.sh
+# covers more)
 fused_rows() {
 	for zg in "$@"; do
 		EX=eager
@@ -495,6 +501,8 @@ fused_rows() {
 		else
 			echo "ok: fused $zg: 4.x's ModuleList theory under the same routing departs: $(grep 'theory peak' "$tmp/out4")"
 		fi
+		measure_agree "fused $zg" "fused-$zg" "measure of the mixtral, 5.x fused experts (eager), B 2 T 16, PyTorch $TV" \
+			"$(opts) --experts-impl eager"
 	done
 	zg=zeros
 }

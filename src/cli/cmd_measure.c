@@ -408,12 +408,11 @@ static int load_transformer(struct zs_config *c, struct zs_tfm_run *tr, const ch
 		return zs_fail(cause, "--model and --layers exclude each other: the config gives the shape");
 	if (zs_model_load(arg, &hf, cause) < 0)
 		return -1;
-	/* 5.x's fused experts: the theory's so far (zerosim theory
-	 * --experts-impl eager); the executor does not run them yet */
-	if (c->experts_impl != ZS_EXPERTS_MODULELIST)
-		return zs_fail(cause, "--experts-impl %s: measure of transformers 5.x's fused experts is not built yet "
-		               "(zerosim theory describes eager's; give --experts-impl modulelist)",
-		               zs_experts_impl_name(c->experts_impl));
+	/* 5.x's fused experts (--experts-impl eager): the executor runs the
+	 * list's fused layout (engine/ag_exec.c's fused_rows); grouped_mm and
+	 * batched_mm are refused by zs_config_check_torch */
+	if (zs_model_fused_experts(&hf, c->experts_impl == ZS_EXPERTS_EAGER, cause) < 0)
+		return -1;
 	snprintf(tr->name, sizeof tr->name, "%s", hf.name);
 	tr->hf = hf;
 	tfm_dims_from_config(&tr->dims, &hf);

@@ -144,7 +144,8 @@ struct zs_opt {
 	"                         transformers 4.x's ModuleList of linears) or\n" \
 	"                         eager (5.x's fused gate_up_proj and down_proj,\n" \
 	"                         each hit expert's whole-parameter gradient):\n" \
-	"                         theory, --framework torch --wrapper none, fp32;\n" \
+	"                         theory and measure, --framework torch\n" \
+	"                         --wrapper none, fp32;\n" \
 	"                         grouped_mm, batched_mm refused by name\n" \
 	"      --freeze PATTERN   --wrapper none, ddp or fsdp (1.13: whole FSDP units),\n" \
 	"                         --framework paper with --model, or deepspeed\n" \

@@ -2178,6 +2178,9 @@ struct tfm_feed {
 	struct tfm_dims dims;
 	struct step_params p;
 	uint64_t *off;            /* per step_params tensor: its first element */
+	uint64_t **rowmap;        /* --experts-impl eager (fused_rows): per step_params tensor, NULL, or for a
+	                           * fused expert tensor each row's first element in the flat vector */
+	uint64_t nflat;           /* the flat vector's elements */
 	int32_t *part;            /* per storage of the list: its part of a fused tensor, or -1 */
 	const float *init;        /* a case's Ψ values, or NULL: the seed's */
 	const int *tokens;        /* a case's ids ([step][world][B][T + 1]), or NULL: the seed's task */
@@ -2220,6 +2223,82 @@ static void part_rows(const struct tfm_feed *f, size_t i, int32_t part, uint64_t
 	*n = st->part_rows[part];
 }
 
+/* Row `row` (of `cols` elements) of step_params tensor i: its first
+ * element in the flat vector. */
+static uint64_t flat_row(const struct tfm_feed *f, size_t i, uint64_t row, uint64_t cols)
+{
+	return f->rowmap != NULL && f->rowmap[i] != NULL ? f->rowmap[i][row] : f->off[i] + row * cols;
+}
+
+/* --experts-impl eager (zs_model.fused_experts): the list's parameters
+ * are util/step.c's fused layout, a block's experts two tensors,
+ * gate_up_proj (E·2F, d) (expert e's rows e·2F..: gate's F, then up's)
+ * and down_proj (E·d, F) (expert e's rows e·d..); zerosim's flat vector
+ * (tfm_params, the seed's initialisation, a case's values, the digest)
+ * keeps 4.x's ModuleList order, each expert's w1 (F, d), w2 (d, F), w3
+ * (F, d). The two layouts list every other tensor in the same order, the
+ * fused pair standing where the 3E expert tensors stand: each fused row's
+ * place in the flat vector, so that the fused run starts from the
+ * ModuleList run's weights and its digest reads the same order. 0, or -1
+ * with *cause where the layouts do not line up. */
+static int fused_rows(struct tfm_feed *f, char **cause)
+{
+	struct step_params pm;
+	tfm_params(&pm, &f->dims); /* the flat vector's: tfm_dims carries no fused_experts */
+	uint64_t *poff = zs_calloc(pm.ntensors ? pm.ntensors : 1, sizeof *poff);
+	for (size_t j = 1; j < pm.ntensors; j++)
+		poff[j] = poff[j - 1] + pm.tensor[j - 1].numel;
+	f->rowmap = zs_calloc(f->p.ntensors ? f->p.ntensors : 1, sizeof *f->rowmap);
+	const uint64_t E = f->hf->experts, F = f->hf->intermediate, d = f->hf->hidden;
+	int rc = 0;
+	size_t j = 0;
+	for (size_t i = 0; i < f->p.ntensors && rc == 0; i++) {
+		const struct step_tensor *st = &f->p.tensor[i];
+		const int gu = strcmp(st->leaf, "gate_up_proj") == 0, dp = strcmp(st->leaf, "down_proj") == 0;
+		if (dp)
+			continue; /* laid out with gate_up_proj, just before it */
+		if (!gu) {
+			if (j >= pm.ntensors || pm.tensor[j].numel != st->numel) {
+				rc = zs_fail(cause, "--experts-impl eager: the fused layout's tensor %zu has no ModuleList twin", i);
+				break;
+			}
+			f->off[i] = poff[j++];
+			continue;
+		}
+		/* the next 3E of the flat vector: expert e's w1, w2, w3 */
+		if (i + 1 >= f->p.ntensors || strcmp(f->p.tensor[i + 1].leaf, "down_proj") != 0 || j + 3 * E > pm.ntensors) {
+			rc = zs_fail(cause, "--experts-impl eager: the fused layout's tensor %zu has no ModuleList experts", i);
+			break;
+		}
+		for (uint64_t e = 0; e < E && rc == 0; e++)
+			if (pm.module[pm.tensor[j + 3 * e].module].expert != (long long)e ||
+			    pm.tensor[j + 3 * e].numel != F * d || pm.tensor[j + 3 * e + 1].numel != d * F)
+				rc = zs_fail(cause, "--experts-impl eager: the ModuleList's tensor %zu is not expert %llu's w1",
+				             (size_t)(j + 3 * e), (unsigned long long)e);
+		uint64_t *g = f->rowmap[i] = zs_calloc(E * 2 * F, sizeof *g);
+		uint64_t *w = f->rowmap[i + 1] = zs_calloc(E * d, sizeof *w);
+		for (uint64_t e = 0; e < E; e++) {
+			for (uint64_t r = 0; r < F; r++) {
+				g[e * 2 * F + r] = poff[j + 3 * e] + r * d;         /* w1: the gate */
+				g[e * 2 * F + F + r] = poff[j + 3 * e + 2] + r * d; /* w3: the up */
+			}
+			for (uint64_t r = 0; r < d; r++)
+				w[e * d + r] = poff[j + 3 * e + 1] + r * F; /* w2: the down */
+		}
+		f->off[i] = g[0];
+		f->off[i + 1] = w[0];
+		j += 3 * E;
+	}
+	if (rc == 0 && j != pm.ntensors)
+		rc = zs_fail(cause, "--experts-impl eager: the fused layout leaves %zu ModuleList tensors over", pm.ntensors - j);
+	f->nflat = 0;
+	for (size_t k = 0; k < pm.ntensors; k++)
+		f->nflat += pm.tensor[k].numel;
+	free(poff);
+	step_params_free(&pm);
+	return rc;
+}
+
 /* Storage t's place: its step_params tensor, part, first row and rows,
  * and the columns of a row; -1 with *cause where its bytes are not the
  * part's. */
@@ -2254,7 +2333,7 @@ static int feed_tfm_param(void *ctx, const struct ag_step *s, uint32_t t, void *
 	/* module.bfloat16(): the fp32 weights rounded to bf16 (nearest even) */
 	const int bf = s->tensor[t].dtype == AG_BF16;
 	uint16_t *d16 = data;
-	if (!conv1d(f, i) && !bf) {
+	if (!conv1d(f, i) && !bf && (f->rowmap == NULL || f->rowmap[i] == NULL)) {
 		if (f->init != NULL)
 			memcpy(d, f->init + first, n * sizeof *d);
 		else
@@ -2269,10 +2348,11 @@ static int feed_tfm_param(void *ctx, const struct ag_step *s, uint32_t t, void *
 		for (uint64_t c0 = 0; c0 < cols; c0 += 512) {
 			uint64_t k = cols - c0 < 512 ? cols - c0 : 512;
 			const float *src = piece;
+			const uint64_t at0 = conv1d(f, i) ? first + o * cols : flat_row(f, i, r0 + o, cols);
 			if (f->init != NULL)
-				src = f->init + first + o * cols + c0;
+				src = f->init + at0 + c0;
 			else
-				tfm_init_range(piece, &f->dims, f->c->seed, first + o * cols + c0, k);
+				tfm_init_range(piece, &f->dims, f->c->seed, at0 + c0, k);
 			for (uint64_t j = 0; j < k; j++) {
 				uint64_t at = conv1d(f, i) ? (c0 + j) * rows + o : o * cols + c0 + j;
 				if (bf)
@@ -2357,6 +2437,9 @@ static int feed_rank_input(void *ctx, const struct ag_step *s, uint32_t t, unsig
 
 static void feed_free(struct tfm_feed *f)
 {
+	for (size_t i = 0; f->rowmap != NULL && i < f->p.ntensors; i++)
+		free(f->rowmap[i]);
+	free(f->rowmap);
 	step_params_free(&f->p);
 	free(f->off);
 	free(f->part);
@@ -2398,6 +2481,11 @@ static int tfm_prepare(struct tfm_feed *f, struct ag_step *s, struct ag_options 
 	f->off = zs_calloc(f->p.ntensors ? f->p.ntensors : 1, sizeof *f->off);
 	for (size_t i = 1; i < f->p.ntensors; i++)
 		f->off[i] = f->off[i - 1] + f->p.tensor[i - 1].numel;
+	if (hf->fused_experts && fused_rows(f, cause) != 0) {
+		ag_step_free(s);
+		feed_free(f);
+		return -1;
+	}
 	/* a fused tensor's parts (the list's `part`) */
 	f->part = zs_calloc(s->ntensors ? s->ntensors : 1, sizeof *f->part);
 	for (uint32_t t = 0; t < s->ntensors; t++) {
@@ -2520,6 +2608,9 @@ static int final_weights(const struct tfm_feed *f, const struct ag_exec *x, unsi
 	XXH3_state_t *h = XXH3_createState();
 	if (h == NULL || XXH3_64bits_reset(h) != XXH_OK)
 		zs_oom(__FILE__, __LINE__);
+	/* fused experts (fused_rows): the whole flat vector gathered first,
+	 * then digested in its order, the ModuleList run's */
+	float *all = f->rowmap == NULL ? NULL : w != NULL ? w : zs_malloc(f->nflat * sizeof *all);
 	int rc = 0;
 	for (size_t i = 0; i < f->p.ntensors && rc == 0; i++) {
 		/* its storages in part order (one where it is not fused) */
@@ -2560,6 +2651,11 @@ static int final_weights(const struct tfm_feed *f, const struct ag_exec *x, unsi
 				d = joined;
 			}
 			uint64_t first = f->off[i] + r0 * cols, n = rows * cols;
+			if (all != NULL) {
+				for (uint64_t o = 0; o < rows; o++)
+					memcpy(all + flat_row(f, i, r0 + o, cols), d + o * cols, cols * sizeof *d);
+				continue;
+			}
 			if (!conv1d(f, i)) {
 				if (XXH3_64bits_update(h, d, n * sizeof *d) != XXH_OK)
 					zs_oom(__FILE__, __LINE__);
@@ -2583,6 +2679,10 @@ static int final_weights(const struct tfm_feed *f, const struct ag_exec *x, unsi
 			}
 		}
 	}
+	if (all != NULL && rc == 0 && XXH3_64bits_update(h, all, f->nflat * sizeof *all) != XXH_OK)
+		zs_oom(__FILE__, __LINE__);
+	if (all != w)
+		free(all);
 	*digest = XXH3_64bits_digest(h);
 	XXH3_freeState(h);
 	free(joined);
@@ -2784,14 +2884,16 @@ static int moe_step_build(struct ag_step *n, const struct tfm_feed *f, const str
 	if (f->world > 1) /* under DDP every expert has a token on every rank (moe_starved) */
 		return zs_fail(cause, "internal error: rank %u's step %u's list is not rank 0's first step's shape", k,
 		               t + 1);
-	/* (--steps 1 is refused for a mixture: no first step of its own) */
+	/* (--steps 1 is refused for a mixture: no first step of its own;
+	 * under --experts-impl eager the lists' shape is each block's number
+	 * of hit experts, not which) */
+	const char *other = f->hf->fused_experts ? "leaves another number of experts without a token in some block"
+	                                         : "leaves other experts without a token";
 	if (t < 2)
-		return zs_fail(cause, "%s: step %u's routing leaves other experts without a token than step 1's (the "
-		               "PyTorch step's lists of a mixture keep one shape, so far; give more tokens: --batch, "
-		               "--seq)", f->hf->name, t + 1);
-	return zs_fail(cause, "%s: step %u's routing leaves other experts without a token than step 1's (the PyTorch "
-	               "step's lists of a mixture keep one shape, so far; give --steps %u or fewer, or more tokens)",
-	               f->hf->name, t + 1, t);
+		return zs_fail(cause, "%s: step %u's routing %s than step 1's (the PyTorch step's lists of a mixture keep "
+		               "one shape, so far; give more tokens: --batch, --seq)", f->hf->name, t + 1, other);
+	return zs_fail(cause, "%s: step %u's routing %s than step 1's (the PyTorch step's lists of a mixture keep one "
+	               "shape, so far; give --steps %u or fewer, or more tokens)", f->hf->name, t + 1, other, t);
 }
 
 /* An expert without a token where the lists cannot follow it (counts:
@@ -2808,6 +2910,11 @@ static int moe_starved(const struct zs_model *hf, const uint64_t *counts, unsign
 {
 	int fsdp = wrapper == ZS_WRAPPER_FSDP, ds = wrapper == ZS_WRAPPER_DEEPSPEED;
 	size_t LE1 = (size_t)hf->layers * hf->experts, LE = K * LE1; /* a step's lists: K micro-steps' (moe_run) */
+	/* --experts-impl eager in one process: an idle expert's slice is
+	 * part of its block's fused parameters, whose .grad the block's hit
+	 * experts make whole (SelectBackward0's zeros), so no .grad stays None */
+	if (hf->fused_experts && world == 1)
+		return 0;
 	for (size_t k = 0; k < world; k++)
 		for (size_t t = 0; t < (world > 1 || ds ? S : 1); t++)
 			for (size_t i = 0; i < LE; i++) {
