@@ -1225,14 +1225,6 @@ bad_theory "--attn sdpa: attention dropout (attn_pdrop 0.1: SDPA's math path) wi
 bad_theory "--attn sdpa: attention dropout (attn_pdrop 0.1: SDPA's math path) under --wrapper fsdp is not described yet" \
 	--framework torch --model "$tmp/tiny-adrop.json" --seq 8 --wrapper fsdp --world 2 --schemes zero3 --precision fp32 \
 	--torch-device cpu --attn sdpa --torch-version 2.6
-cat >"$tmp/tiny-llama-adrop.json" <<'EOF_'
-{"model_type": "llama", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
- "num_key_value_heads": 2, "intermediate_size": 32, "max_position_embeddings": 8, "vocab_size": 32,
- "attention_dropout": 0.1}
-EOF_
-bad_theory "--attn sdpa: attention dropout (attn_pdrop 0.1: SDPA's math path) with a llama with as many k/v heads as heads" \
-	--framework torch --model "$tmp/tiny-llama-adrop.json" --seq 8 --wrapper none --world 1 --precision fp32 \
-	--torch-device cpu --attn sdpa --torch-version 2.6
 cat >"$tmp/tiny-mistral-sw.json" <<'EOF_'
 {"model_type": "mistral", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
  "num_key_value_heads": 1, "intermediate_size": 32, "max_position_embeddings": 8, "vocab_size": 32,
@@ -1240,6 +1232,12 @@ cat >"$tmp/tiny-mistral-sw.json" <<'EOF_'
 EOF_
 bad_theory "--attn sdpa: --seq 8 reaches the sliding window (4): SDPA gets a mask, not described yet" \
 	--framework torch --model "$tmp/tiny-mistral-sw.json" --seq 8 --wrapper none --world 1 --precision fp32 \
+	--torch-device cpu --attn sdpa --torch-version 2.6
+# (a llama with as many k/v heads as heads and attention dropout)
+sed 's/"mistral"/"llama"/; s/"num_key_value_heads": 1/"num_key_value_heads": 2/; s/"sliding_window": 4/"attention_dropout": 0.1/' \
+	"$tmp/tiny-mistral-sw.json" >"$tmp/tiny-llama-adrop.json"
+bad_theory "--attn sdpa: attention dropout (attn_pdrop 0.1: SDPA's math path) with a llama with as many k/v heads as heads" \
+	--framework torch --model "$tmp/tiny-llama-adrop.json" --seq 8 --wrapper none --world 1 --precision fp32 \
 	--torch-device cpu --attn sdpa --torch-version 2.6
 sed 's/"num_key_value_heads": 1/"num_key_value_heads": 2/' "$tmp/tiny-qwen2.json" >"$tmp/tiny-qwen2-mha.json"
 bad_theory "--attn sdpa: a qwen2 with as many k/v heads as heads (2) takes the CPU's flash kernel, not described yet" \

@@ -2191,6 +2191,15 @@ static void sdpa_math_bwd_core(struct bld *b, struct sdpa_math *s, T dac, uint64
 	}
 }
 
+/* q·√scale's MulBackward: the gradient of q from its product's (dqc,
+ * its holder taken). */
+static T sdpa_q_scale_bwd(struct bld *b, T dqc, uint64_t hd)
+{
+	T dqs = scalar_op(b, AG_OP_MUL_SCALAR, "mul (q * sqrt(scale) backward)", dqc, sqrt(attn_scale(b->m, hd)), NULL);
+	unref(b, dqc);
+	return dqs;
+}
+
 /* GPT-2's causal condition for block l, bias[:, :, :T, :T]: a [1, 1, T, T]
  * view of its `bias` buffer ([1, 1, P, P] bool), as the forward's
  * torch.where and WhereBackward take it. One holder, the caller's. */
@@ -2815,8 +2824,7 @@ static T gpt2_sdpa_math_bwd(struct bld *b, struct gpt2_block_saved *s, T dm, uin
 	T dqc, dks, dvr;
 	sdpa_math_bwd_core(b, &ms, dm, B, h, Tn, hd, &dqc, &dks, &dvr);
 	s->q = s->kt = s->attw = s->sm = s->v = s->drop_attn = NO;
-	T dqs = scalar_op(b, AG_OP_MUL_SCALAR, "mul (q * sqrt(scale) backward)", dqc, sqrt(attn_scale(b->m, hd)), NULL);
-	unref(b, dqc);
+	T dqs = sdpa_q_scale_bwd(b, dqc, hd);
 	const int64_t *hst = (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 };
 	T dvv = vw(b, dvr, 4, SH(B, Tn, h, hd), hst, 0);
 	T dv = TMP("clone (v grad to [B, T, d])", AG_F32, B, Tn, d);
@@ -5562,8 +5570,7 @@ static void sdpa_math_bwd(struct bld *b, struct llama_layer_saved *s, T dac, uin
 	s->qe = s->ktc = s->attw = s->sm = s->vr = s->drop_attn = NO;
 	*dv = repeat_interleave_bwd(b, dvr, B, kv, Tn, hd, 0);
 	*dk = dks != NO ? repeat_interleave_bwd(b, dks, B, kv, Tn, hd, 1) : NO;
-	T dqs = scalar_op(b, AG_OP_MUL_SCALAR, "mul (q * sqrt(scale) backward)", dqc, sqrt(attn_scale(b->m, hd)), NULL);
-	unref(b, dqc);
+	T dqs = sdpa_q_scale_bwd(b, dqc, hd);
 	*dq = reshape(b, dqs, 4, SH(B, h, Tn, hd));
 	unref(b, dqs);
 }
