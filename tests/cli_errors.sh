@@ -1212,14 +1212,21 @@ cat >"$tmp/tiny-nodrop.json" <<'EOF_'
 EOF_
 # SDPA's refusals by name: autocast where not described (FSDP; the flash
 # kernel on the plain loop and DDP runs, checkpointed too), attention
-# dropout (the math path with its dropout mask), a mask past the sliding
-# window, and qwen2's and phi3's flash kernel (as many k/v heads as heads)
+# dropout (the math path with its dropout noise) where not checked against
+# 2.6, a mask past the sliding window, and qwen2's and phi3's flash kernel
+# (as many k/v heads as heads)
 bad_theory "--precision amp-bf16: autocast with --attn sdpa and --wrapper fsdp is not described yet (give --attn eager)" \
 	--framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper fsdp --world 2 --schemes zero3 \
 	--precision amp-bf16 --torch-device cpu --attn sdpa --torch-version 2.6
 sed 's/"attn_pdrop": 0.0/"attn_pdrop": 0.1/' "$tmp/tiny-nodrop.json" >"$tmp/tiny-adrop.json"
-bad_theory "--attn sdpa: with attention dropout (attn_pdrop 0.1) SDPA takes its math path, not described yet" \
+# (gpt2's and a llama's with fewer k/v heads run: tests/hf_torch.sh torch26)
+try 0 "" theory --out "$tmp/adrop.json" --framework torch --model "$tmp/tiny-adrop.json" --seq 8 --wrapper none --world 1 \
+	--precision fp32 --torch-device cpu --attn sdpa --torch-version 2.6
+bad_theory "--attn sdpa: attention dropout (attn_pdrop 0.1: SDPA's math path) with --recompute full is not described yet" \
 	--framework torch --model "$tmp/tiny-adrop.json" --seq 8 --wrapper none --world 1 --precision fp32 \
+	--torch-device cpu --attn sdpa --torch-version 2.6 --recompute full
+bad_theory "--attn sdpa: attention dropout (attn_pdrop 0.1: SDPA's math path) under --wrapper fsdp is not described yet" \
+	--framework torch --model "$tmp/tiny-adrop.json" --seq 8 --wrapper fsdp --world 2 --schemes zero3 --precision fp32 \
 	--torch-device cpu --attn sdpa --torch-version 2.6
 cat >"$tmp/tiny-mistral-sw.json" <<'EOF_'
 {"model_type": "mistral", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
@@ -1228,6 +1235,12 @@ cat >"$tmp/tiny-mistral-sw.json" <<'EOF_'
 EOF_
 bad_theory "--attn sdpa: --seq 8 reaches the sliding window (4): SDPA gets a mask, not described yet" \
 	--framework torch --model "$tmp/tiny-mistral-sw.json" --seq 8 --wrapper none --world 1 --precision fp32 \
+	--torch-device cpu --attn sdpa --torch-version 2.6
+# (a llama with as many k/v heads as heads and attention dropout)
+sed 's/"mistral"/"llama"/; s/"num_key_value_heads": 1/"num_key_value_heads": 2/; s/"sliding_window": 4/"attention_dropout": 0.1/' \
+	"$tmp/tiny-mistral-sw.json" >"$tmp/tiny-llama-adrop.json"
+bad_theory "--attn sdpa: attention dropout (attn_pdrop 0.1: SDPA's math path) with a llama with as many k/v heads as heads" \
+	--framework torch --model "$tmp/tiny-llama-adrop.json" --seq 8 --wrapper none --world 1 --precision fp32 \
 	--torch-device cpu --attn sdpa --torch-version 2.6
 sed 's/"num_key_value_heads": 1/"num_key_value_heads": 2/' "$tmp/tiny-qwen2.json" >"$tmp/tiny-qwen2-mha.json"
 bad_theory "--attn sdpa: a qwen2 with as many k/v heads as heads (2) takes the CPU's flash kernel, not described yet" \

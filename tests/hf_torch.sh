@@ -383,7 +383,11 @@ fi
 # BACKWARD_PRE at N = 3), and at N = 2 the
 # measure's final weights DDP's to the bit, ZeroRedundancyOptimizer over DDP
 # at N = 2 and 3 (its every rank), Trainer's loop (--logits dropped: gpt2
-# set_to_none, llama zeros under bf16 autocast). PyTorch
+# set_to_none, llama zeros under bf16 autocast), SDPA with attention
+# dropout (the math path: sdp_utils_cpp's check_for_dropout; gpt2
+# set_to_none and zeros with foreach Adam, under DDP N = 2, llama with 2
+# k/v heads; the -ev rows also allocation for allocation: hf_torch.py
+# --trace's clean and first steps against tests/ag_events). PyTorch
 # runs in the root (hf_torch.py alone: zerosim is this machine's binary),
 # zerosim's theory and measure here; equal to the byte or this fails.
 # Without a root: skip (77), a failure under ZS_REQUIRE_TORCH26=1.
@@ -411,6 +415,10 @@ if [ "${1:-}" = torch26 ]; then
 			"gpt2-fused|tiny-gpt2|--zero-grad none --optimizer-impl fused|--wrapper none --optimizer-impl fused --zero-grad none" \
 			"gpt2-sdpa|tiny-gpt2|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
 			"gpt2-dropout|tiny-gpt2-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \
+			"gpt2-sdpa-dropout-ev|tiny-gpt2-drop|--zero-grad none --dropout config --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
+			"gpt2-sdpa-dropout-zeros-foreach|tiny-gpt2-drop|--zero-grad zeros --optimizer-impl foreach --dropout config --attn sdpa|--wrapper none --optimizer-impl foreach --zero-grad zeros --attn sdpa" \
+			"ddp2-gpt2-sdpa-dropout|tiny-gpt2-drop|--zero-grad none --ddp 2 --dropout config --attn sdpa|--wrapper ddp --optimizer-impl single --zero-grad none --attn sdpa" \
+			"llama-gqa-sdpa-dropout-ev|tiny-llama-drop|--zero-grad none --dropout config --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
 			"gpt2-ckpt|tiny-gpt2|--zero-grad none --recompute full|--wrapper none --optimizer-impl single --zero-grad none --recompute full" \
 			"llama-ckpt-zeros|tiny-llama|--zero-grad zeros --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --recompute full" \
 			"ddp2-llama-ckpt|tiny-llama|--zero-grad none --ddp 2 --recompute full|--wrapper ddp --optimizer-impl single --zero-grad none --recompute full" \
@@ -503,10 +511,14 @@ if [ "${1:-}" = torch26 ]; then
 			case $label in ddp2-*) world=2 tl=--timeline ;; fsdp2-*) world=2 schemes=zero3 ;; fsdp3-*) world=3 schemes=zero3 ;; esac
 			case $label in fsdp*-zero2-*) schemes=zero2 ;; esac # SHARD_GRAD_OP
 			i=$((i + 1))
+			# -ev: with --trace, whose clean and first steps tests/ag_events'
+			# lists must equal one for one
+			tr=
+			case $label in *-ev) tr="--trace $i.trace" ;; esac
 			if [ $phase = add ]; then
 				[ -e "$tmp/hf/$cfg.json" ] || ft_in hf "$tmp/$cfg.json" "$cfg.json"
 				# shellcheck disable=SC2086
-				ft_add hf --model "$cfg.json" $targs --no-attribution
+				ft_add hf --model "$cfg.json" $targs --no-attribution $tr
 				continue
 			fi
 			if [ "$(ft_got hf $i)" != 0 ]; then
@@ -541,6 +553,22 @@ if [ "${1:-}" = torch26 ]; then
 			# (the plain loop's and FSDP's first step's peak too: ft_cmp.py --first)
 			"$py" "$src/tests/ft_cmp.py" "$tmp/hf/$i.json" "$tmp/theory.json" "$tmp/measure.json" "$label (2.6)" \
 				$(case $label in (ddp2-*) echo --buckets ;; (*) echo --first ;; esac) || status=1
+			[ -n "$tr" ] || continue
+			for st in clean step1; do
+				# shellcheck disable=SC2046
+				"$top/tests/ag_events" "$tmp/$cfg.json" 2 32 $([ $st = step1 ] && echo step=1) torch-version=2.6 \
+					torch-device=cpu zero-grad=none optimizer-impl=single precision=fp32 attn=sdpa >"$tmp/ev" ||
+					{ echo "hf_torch: FAIL: $label: tests/ag_events" >&2; exit 99; }
+				"$py" - "$tmp/ev" "$tmp/hf/$i.trace.$st" "$label (2.6, $([ $st = step1 ] && echo first || echo clean) step)" <<'EOF' || status=1
+import sys
+z, t = (open(f).read().split() for f in sys.argv[1:3])
+at = next((i for i, (a, b) in enumerate(zip(z, t)) if a != b), min(len(z), len(t)))
+ok = z == t and len(z) > 0
+print(f"{'ok' if ok else 'FAIL'}: {sys.argv[3]}: " + (f"{len(z)} allocations and frees, 2.6's one for one" if ok else
+      f"zerosim's step list departs from 2.6's at event {at} of {len(t)} (zerosim {z[at:at + 3]}, PyTorch {t[at:at + 3]})"))
+sys.exit(0 if ok else 1)
+EOF
+			done
 		done
 		# torch's zero1 (ZeroRedundancyOptimizer over DDP) as above, 2.6's
 		for case in \

@@ -805,6 +805,12 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 	if (c->wrapper == ZS_WRAPPER_FSDP && o->recompute && m->gemma)
 		return zs_fail(cause, "--recompute full: Hugging Face's gradient checkpointing of a %s under --wrapper fsdp "
 		               "is not described yet (give --wrapper none or ddp)", m->model_type);
+	/* SDPA's math path with attention dropout (util/autograd.c, sdpa_math):
+	 * the plain loop and DDP checked against 2.6's allocator; FSDP's flat
+	 * parameters over it not */
+	if (c->wrapper == ZS_WRAPPER_FSDP && o->attn == ZS_ATTN_SDPA && m->attn_pdrop > 0)
+		return zs_fail(cause, "--attn sdpa: attention dropout (attn_pdrop %g: SDPA's math path) under --wrapper fsdp "
+		               "is not described yet (give --wrapper none or ddp, or --attn eager)", m->attn_pdrop);
 	/* on a GPU the wrappers' collectives run over NCCL, their buffers and
 	 * streams not read: the plain loop's step alone (util/autograd.c) */
 	if (o->device == ZS_DEVICE_CUDA && c->wrapper != ZS_WRAPPER_NONE)

@@ -1772,8 +1772,17 @@ static T attn_v_bwd(struct bld *b, T dm, T attw, T sm, T noise, T v, uint64_t B,
 	op(b, AG_OP_BMM, dao, vt, NO, dsm, NO, NO);
 	unref(b, vt);
 	unref(b, dao);
-	unref(b, attw);
-	unref(b, v);
+	/* BmmBackward0 lets its saved operands go: self (the weights) then
+	 * mat2 (v) in 1.13, mat2 first in 2.6 (hf_torch.py --trace's clean
+	 * step, gpt2 with attention dropout, eager and SDPA: the weights
+	 * apart from the softmax's result, so their free shows) */
+	if (b->o->version == ZS_TORCH_1_13) {
+		unref(b, attw);
+		unref(b, v);
+	} else {
+		unref(b, v);
+		unref(b, attw);
+	}
 	/* autocast: bmm took a 16-bit cast of fp32 weights (Llama's softmax
 	 * in fp32): its ToCopyBackward */
 	enum ag_dtype smt = b->s->tensor[sm].dtype;
@@ -2049,6 +2058,203 @@ static T gpt2_sdpa_bwd(struct bld *b, struct sdpa_saved *s, T dm)
 	for (int j = 0; j < 3; j++)
 		unref(b, c[j]);
 	return dqkv;
+}
+
+static T expand_kv(struct bld *b, T x, uint64_t rep);
+
+/* What the math path's nodes keep (NO: not kept): bmm(q, k^T)'s operands
+ * (matmul's copy of q·√scale, k^T·√scale or its copy), bmm(weights, v)'s
+ * (the weights, the dropout's output where it runs, and v: repeated, or
+ * matmul's copy), _safe_softmax's result, the dropout's noise. */
+struct sdpa_math {
+	T q, kt, attw, sm, v, drop;
+};
+
+/* SDPA's math path, PyTorch 2.6.0's _scaled_dot_product_attention_math
+ * (aten/src/ATen/native/transformers/attention.cpp), taken on the CPU
+ * where the flash kernel is not (sdp_utils_cpp's use_flash_attention_cpp:
+ * fewer k/v heads than heads, which check_batch_size_and_num_heads_dense
+ * refuses in 2.6, or dropout_p > 0, which check_for_dropout refuses;
+ * _scaled_dot_product_flash_attention_cpu checks dropout_p == 0 too), as
+ * 2.6's allocator records it: q · √scale (mul.Scalar: the wrapped number
+ * and its fp32 copy), the causal mask (ones(T, T) bool, tril, two
+ * scalar_tensors, where: a float T×T of 0 and -inf), k and v
+ * repeat_interleave'd where rep > 1 (unsqueeze, expand, clone: a copy
+ * each, no slice; rep 1: k and v as they are), k^T · √scale, matmul (q's
+ * product copied where its layout makes the batch dims unmergeable; k^T's
+ * a view of the repeat's contiguous product, a copy of GPT-2's, which
+ * lies as q's), the mask added out of place, _safe_softmax (softmax, then
+ * its bool isneginf map [B, h, T, T], the all-masked rows [B, h, T, 1] and
+ * a scalar zero for the moment), with the config's attention dropout
+ * at::dropout(attn, p, true) (the CPU's noise of the weights' dtype and
+ * the product: dropout()), matmul with v (repeated: a view; as it is:
+ * bmm_operand's copy). q·√scale, k repeated and the mask go as it
+ * returns; autograd keeps matmul's operands, the softmax's result and the
+ * noise, none of q, k, v. kk: k requires grad. Returns the merged heads
+ * [B, T, h·hd] (transpose(1, 2).contiguous(): a copy). qcontig: q lies
+ * contiguous as [B, h, T, hd] (phi3's cat). */
+static T sdpa_math(struct bld *b, struct sdpa_math *s, int kk, T qe, T ke, T vt, uint64_t rep, int qcontig)
+{
+	/* no node where none of q, k, v requires grad (a frozen layer over
+	 * an input that requires none): as under no_grad, nothing kept */
+	int none = b->nograd || !(RG(b, qe) || RG(b, ke) || RG(b, vt));
+	const struct ag_tensor q_ = b->s->tensor[qe], *qt = &q_; /* a copy: the array grows */
+	uint64_t B = qt->shape[0], h = qt->shape[1], Tn = qt->shape[2], hd = qt->shape[3];
+	double rs = sqrt(attn_scale(b->m, hd)); /* calculate_scale(...).sqrt() */
+	T qs = scalar_op(b, AG_OP_MUL_SCALAR, "mul (q * sqrt(scale))", qe, rs, NULL);
+	/* is_causal: ones(L, S, bool).tril(), convert_boolean_attn_mask's where */
+	T ones = TMP("ones (causal mask)", AG_BOOL, Tn, Tn);
+	op(b, AG_OP_FILL, NO, NO, NO, ones, NO, NO)->arg[0] = 1;
+	T tril = TMP("tril (causal mask)", AG_BOOL, Tn, Tn);
+	op(b, AG_OP_TRIL_MASK, ones, NO, NO, tril, NO, NO);
+	unref(b, ones);
+	T ninf = tmp(b, "scalar_tensor (-inf)", AG_F32, 0, NULL);
+	op(b, AG_OP_FILL, NO, NO, NO, ninf, NO, NO)->arg[0] = -INFINITY;
+	T zero = tmp(b, "scalar_tensor (0)", AG_F32, 0, NULL);
+	op(b, AG_OP_FILL, NO, NO, NO, zero, NO, NO)->arg[0] = 0;
+	T mask = TMP("where (causal mask)", AG_F32, Tn, Tn);
+	op(b, AG_OP_CAUSAL_ADD_MASK, tril, NO, NO, mask, NO, NO)->arg[0] = -INFINITY;
+	unref(b, ninf);
+	unref(b, zero);
+	unref(b, tril);
+	/* repeat_interleave(rep, -3): k, then v (rep 1: pre_process_group_
+	 * query_attention_input returns them as they are) */
+	T kr = ke, vr = vt;
+	if (rep > 1) {
+		kr = TMP("clone (repeat_interleave k)", AG_F32, B, h, Tn, hd);
+		T kx = expand_kv(b, ke, rep);
+		op(b, AG_OP_COPY, kx, NO, NO, kr, NO, NO);
+		unref(b, kx);
+		vr = TMP("clone (repeat_interleave v)", AG_F32, B, h, Tn, hd);
+		T vx = expand_kv(b, vt, rep);
+		op(b, AG_OP_COPY, vx, NO, NO, vr, NO, NO);
+		unref(b, vx);
+	} else {
+		ref(b, kr);
+		ref(b, vr);
+	}
+	/* key.transpose(-2, -1) * √scale: the product keeps k's layout:
+	 * the repeat's contiguous [B, h, T, hd], so bmm reads its transpose
+	 * as a view; GPT-2's k (a permuted view of c_attn's output) lies as
+	 * [B, T, h, hd], and matmul copies it as it copies q's below */
+	T ks = scalar_op(b, AG_OP_MUL_SCALAR, "mul (k^T * sqrt(scale))", kr, rs, NULL);
+	int kcopy = rep == 1 && rope_sum_copies(B, h, Tn, hd);
+	T ktv = kcopy ? vw(b, ks, 4, SH(B, h, hd, Tn), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)(Tn * hd), 1,
+	                                                                    (int64_t)hd }, 0)
+	              : vw(b, ks, 3, SH(B * h, hd, Tn), (const int64_t[]){ (int64_t)(Tn * hd), 1, (int64_t)hd }, 0);
+	unref(b, ks);
+	/* q·√scale keeps q's layout: the rope's transposed one (GPT-2's
+	 * permuted view the same), which matmul copies; phi3's cat (qcontig)
+	 * a contiguous one, which it views */
+	T qc = matmul_operand(b, qs, !qcontig && rope_sum_copies(B, h, Tn, hd), "clone (matmul's copy of q * sqrt(scale))");
+	T kt4 = NO;
+	if (kcopy) {
+		kt4 = ktv;
+		ktv = matmul_operand(b, kt4, 1, "clone (matmul's copy of k^T * sqrt(scale))");
+	}
+	T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
+	op(b, AG_OP_BMM, qc, ktv, NO, sc, NO, NO);
+	if (kt4 != NO) /* the product, a temporary of the expression, goes as matmul returns */
+		unref(b, kt4);
+	if (none) { /* no MmBackward: matmul's copy goes as it returns, k^T·√scale with the expression */
+		unref(b, qc);
+		unref(b, ktv);
+		qc = ktv = NO;
+	} else if (!kk) {
+		/* k requires no grad (a frozen k_proj over an input that requires
+		 * none: LoRA on q and v, --freeze): bmm's node keeps k^T·√scale
+		 * for q's gradient and not q's copy, which only k's needed
+		 * (derivatives.yaml 2.6.0 lines 378-380, bmm: self's formula
+		 * takes mat2, mat2's takes self; the generated node saves each
+		 * only where the other's gradient is computed, as eager's
+		 * qv_only); the copy goes as matmul returns */
+		unref(b, qc);
+		qc = NO;
+	}
+	/* attn.add_(*attn_mask): in place (2.6's clean step; under a
+	 * TorchDispatchMode, hf_torch.py --trace's traced step,
+	 * areAnyTensorSubclassLike holds and it adds out of place) */
+	T mv = vw(b, mask, 4, SH(B, h, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0);
+	T am = reshape(b, sc, 4, SH(B, h, Tn, Tn));
+	op(b, AG_OP_ADD, am, mv, NO, am, NO, NO)->arg[0] = 1;
+	unref(b, mv);
+	unref(b, sc);
+	T sm = TMP("_safe_softmax", AG_F32, B, h, Tn, Tn);
+	op(b, AG_OP_SOFTMAX, am, NO, NO, sm, NO, NO);
+	/* its masked rows: none under a causal mask (the diagonal stays) */
+	T ni = TMP("_safe_softmax (isneginf)", AG_BOOL, B, h, Tn, Tn);
+	T rows = TMP("_safe_softmax (all rows masked)", AG_BOOL, B, h, Tn, 1);
+	T z = tmp(b, "_safe_softmax (zero)", AG_F32, 0, NULL);
+	unref(b, z);
+	unref(b, rows);
+	unref(b, ni);
+	unref(b, am);
+	/* dropout_p > 0: attn = at::dropout(attn, dropout_p, true), the
+	 * softmax's result then held by its node alone (the name rebound) */
+	T drop = NO;
+	T smd = dropout(b, sm, b->m->attn_pdrop, &drop);
+	if (smd != sm && none) {
+		unref(b, sm);
+		sm = NO;
+	}
+	T sm3 = reshape(b, smd, 3, SH(B * h, Tn, Tn));
+	unref(b, smd);
+	T vr3 = rep > 1 ? reshape(b, vr, 3, SH(B * h, Tn, hd)) : bmm_operand(b, vr, "clone (matmul's copy of v)");
+	unref(b, vr);
+	T ao = TMP("bmm (attention x v)", AG_F32, B * h, Tn, hd);
+	op(b, AG_OP_BMM, sm3, vr3, NO, ao, NO, NO);
+	/* the function returns: q·√scale, k repeated and the mask go */
+	unref(b, qs);
+	unref(b, kr);
+	unref(b, mask);
+	if (none) { /* nothing kept: v repeated goes with the function, the weights with its tuple */
+		unref(b, vr3);
+		unref(b, sm3);
+		if (sm != NO)
+			unref(b, sm);
+		vr3 = sm3 = sm = NO;
+	}
+	s->q = qc, s->kt = ktv, s->attw = sm3, s->sm = sm, s->v = vr3, s->drop = drop;
+	T aot = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
+	                                                           (int64_t)(Tn * hd), 1 }, 0);
+	T ac = TMP("clone (transpose(1, 2).contiguous())", AG_F32, B, Tn, h * hd);
+	op(b, AG_OP_COPY, aot, NO, NO, ac, NO, NO);
+	unref(b, aot);
+	unref(b, ao);
+	return ac;
+}
+
+/* The math path's backward from the merged heads' gradient dac (its
+ * holder taken), in 2.6's order (autograd runs the later-made node
+ * first): bmm(weights, v)'s, the dropout's MulBackward and
+ * _safe_softmax's (attn_v_bwd, the heads' grad copied as bmm takes it),
+ * AddBackward passing, bmm(q, k^T)'s (qk_bwd), k^T·√scale's MulBackward.
+ * *dqc: the gradient of matmul's q operand [B·h, T, hd]; *dks: k^T·√scale's
+ * input gradient [B·h, hd, T] (NO: k requires no grad); *dvr: v's as bmm
+ * took it [B·h, T, hd]. The saved set let go. */
+static void sdpa_math_bwd_core(struct bld *b, struct sdpa_math *s, T dac, uint64_t B, uint64_t h, uint64_t Tn,
+                               uint64_t hd, T *dqc, T *dks, T *dvr)
+{
+	T dam = attn_v_bwd(b, dac, s->attw, s->sm, s->drop, s->v, B, h, Tn, hd, dvr, 0);
+	T dkt;
+	qk_bwd(b, dam, s->q, s->kt, B * h, Tn, hd, dqc, &dkt);
+	s->q = s->kt = s->attw = s->sm = s->v = s->drop = NO;
+	/* k requires no grad: no node of k's (qk_bwd gave no dkt) */
+	*dks = NO;
+	if (dkt != NO) {
+		*dks = scalar_op(b, AG_OP_MUL_SCALAR, "mul (k^T * sqrt(scale) backward)", dkt,
+		                 sqrt(attn_scale(b->m, hd)), NULL);
+		unref(b, dkt);
+	}
+}
+
+/* q·√scale's MulBackward: the gradient of q from its product's (dqc,
+ * its holder taken). */
+static T sdpa_q_scale_bwd(struct bld *b, T dqc, uint64_t hd)
+{
+	T dqs = scalar_op(b, AG_OP_MUL_SCALAR, "mul (q * sqrt(scale) backward)", dqc, sqrt(attn_scale(b->m, hd)), NULL);
+	unref(b, dqc);
+	return dqs;
 }
 
 /* GPT-2's causal condition for block l, bias[:, :, :T, :T]: a [1, 1, T, T]
@@ -2507,7 +2713,13 @@ static T gpt2_block_fwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 	/* matmul(q, k^T): both operands to [B·h, T, hd] and [B·h, hd, T]
 	 * (expand + reshape of permuted views: copies unless B or h is 1), kept by bmm */
 	T merged;
-	if (b->o->attn == ZS_ATTN_SDPA) {
+	if (b->o->attn == ZS_ATTN_SDPA && m->attn_pdrop > 0) {
+		/* sdpa_attention_forward's dropout (GPT2Attention passes
+		 * attn_dropout.p in training): the math path */
+		struct sdpa_math ms;
+		merged = sdpa_math(b, &ms, ka, q, k, v, 1, 0);
+		s->q = ms.q, s->kt = ms.kt, s->attw = ms.attw, s->sm = ms.sm, s->v = ms.v, s->drop_attn = ms.drop;
+	} else if (b->o->attn == ZS_ATTN_SDPA) {
 		merged = sdpa_fwd(b, &s->sd, q, k, v);
 	} else {
 		T qc = bmm_operand(b, q, "clone (matmul's copy of q)");
@@ -2655,6 +2867,43 @@ static T gpt2_block_fwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 	return hs;
 }
 
+/* GPT-2's math-path backward (--attn sdpa with attention dropout):
+ * sdpa_math_bwd_core, q·√scale's MulBackward, then the split heads'
+ * view backwards, later-made first: v's and q's grads reshaped to
+ * [B, T, d] from their permuted [B, T, h, hd] views (copies), k's a
+ * view (its transposed layout merges h and hd), and SplitBackward's cat.
+ * Returns qkv's gradient [B, T, 3d]. */
+static T gpt2_sdpa_math_bwd(struct bld *b, struct gpt2_block_saved *s, T dm, uint64_t B, uint64_t h, uint64_t Tn,
+                            uint64_t hd)
+{
+	uint64_t d = h * hd;
+	struct sdpa_math ms = { s->q, s->kt, s->attw, s->sm, s->v, s->drop_attn };
+	T dqc, dks, dvr;
+	sdpa_math_bwd_core(b, &ms, dm, B, h, Tn, hd, &dqc, &dks, &dvr);
+	s->q = s->kt = s->attw = s->sm = s->v = s->drop_attn = NO;
+	T dqs = sdpa_q_scale_bwd(b, dqc, hd);
+	const int64_t *hst = (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 };
+	T dvv = vw(b, dvr, 4, SH(B, Tn, h, hd), hst, 0);
+	T dv = TMP("clone (v grad to [B, T, d])", AG_F32, B, Tn, d);
+	op(b, AG_OP_COPY, dvv, NO, NO, dv, NO, NO);
+	unref(b, dvv);
+	unref(b, dvr);
+	T dk = vw(b, dks, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * hd * Tn), 1, (int64_t)(hd * Tn),
+	                                                           (int64_t)Tn }, 0);
+	unref(b, dks);
+	T dqv = vw(b, dqs, 4, SH(B, Tn, h, hd), hst, 0);
+	T dq = TMP("clone (q grad to [B, T, d])", AG_F32, B, Tn, d);
+	op(b, AG_OP_COPY, dqv, NO, NO, dq, NO, NO);
+	unref(b, dqv);
+	unref(b, dqs);
+	T dqkv = TMP("cat (split backward)", AG_F32, B, Tn, 3 * d);
+	op(b, AG_OP_CAT_LAST, dq, dk, dv, dqkv, NO, NO);
+	unref(b, dq);
+	unref(b, dk);
+	unref(b, dv);
+	return dqkv;
+}
+
 /* Block i's backward from gx (the gradient of its output, its holder
  * taken): the gradient of its input, NO where it requires none. */
 static T gpt2_block_bwd(struct bld *b, struct model *M, struct gpt2_block_saved *s, int i, T gx)
@@ -2765,6 +3014,8 @@ static T gpt2_block_bwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 	T dqkv = NO;
 	if (dm == NO) {
 		/* the attention requires no grad */
+	} else if (b->o->attn == ZS_ATTN_SDPA && b->m->attn_pdrop > 0) {
+		dqkv = gpt2_sdpa_math_bwd(b, s, dm, B, h, Tn, hd);
 	} else if (b->o->attn == ZS_ATTN_SDPA) {
 		dqkv = gpt2_sdpa_bwd(b, &s->sd, dm);
 	} else {
@@ -5338,119 +5589,16 @@ struct llama_layer_saved {
 	struct moe_saved moe;        /* mixtral: its block in the MLP's place (moe.ex NULL: none) */
 };
 
-/* SDPA's math path (--attn sdpa with fewer k/v heads than heads:
- * enable_gqa, which 2.6's CPU flash kernel does not take), PyTorch 2.6.0's
- * _scaled_dot_product_attention_math (aten/src/ATen/native/transformers/
- * attention.cpp), as 2.6's allocator records it: q · √scale (mul.Scalar:
- * the wrapped number and its fp32 copy), the causal mask (ones(T, T) bool,
- * tril, two scalar_tensors, where: a float T×T of 0 and -inf), k and v
- * repeat_interleave'd (unsqueeze, expand, clone: a copy each, no
- * slice), k^T · √scale, matmul (q's product copied, k^T's a view), the
- * mask added out of place, _safe_softmax (softmax, then its bool
- * isneginf map [B, h, T, T], the all-masked rows [B, h, T, 1] and a
- * scalar zero for the moment), matmul with v. q·√scale, k repeated and
- * the mask go as it returns; autograd keeps matmul's operands (q's copy,
- * k^T·√scale, the weights, v repeated) and none of q, k, v. Returns the
- * merged heads [B, T, h·hd] (transpose(1, 2).contiguous(): a copy).
- * qcontig: q lies contiguous as [B, h, T, hd] (phi3's cat). */
+/* SDPA's math path for the llama family (fewer k/v heads than heads:
+ * enable_gqa, which 2.6's CPU flash kernel does not take): sdpa_math,
+ * its saved set in the layer's fields. Returns the merged heads
+ * [B, T, h·hd]. qcontig: q lies contiguous as [B, h, T, hd] (phi3's cat). */
 static T sdpa_math_fwd(struct bld *b, struct llama_layer_saved *s, T qe, T ke, T vt, uint64_t rep, int qcontig)
 {
-	/* no node where none of q, k, v requires grad (a frozen layer over
-	 * an input that requires none): as under no_grad, nothing kept */
-	int none = b->nograd || !(RG(b, qe) || RG(b, ke) || RG(b, vt));
-	const struct ag_tensor q_ = b->s->tensor[qe], *qt = &q_; /* a copy: the array grows */
-	uint64_t B = qt->shape[0], h = qt->shape[1], Tn = qt->shape[2], hd = qt->shape[3];
-	double rs = sqrt(attn_scale(b->m, hd)); /* calculate_scale(...).sqrt() */
-	T qs = scalar_op(b, AG_OP_MUL_SCALAR, "mul (q * sqrt(scale))", qe, rs, NULL);
-	/* is_causal: ones(L, S, bool).tril(), convert_boolean_attn_mask's where */
-	T ones = TMP("ones (causal mask)", AG_BOOL, Tn, Tn);
-	op(b, AG_OP_FILL, NO, NO, NO, ones, NO, NO)->arg[0] = 1;
-	T tril = TMP("tril (causal mask)", AG_BOOL, Tn, Tn);
-	op(b, AG_OP_TRIL_MASK, ones, NO, NO, tril, NO, NO);
-	unref(b, ones);
-	T ninf = tmp(b, "scalar_tensor (-inf)", AG_F32, 0, NULL);
-	op(b, AG_OP_FILL, NO, NO, NO, ninf, NO, NO)->arg[0] = -INFINITY;
-	T zero = tmp(b, "scalar_tensor (0)", AG_F32, 0, NULL);
-	op(b, AG_OP_FILL, NO, NO, NO, zero, NO, NO)->arg[0] = 0;
-	T mask = TMP("where (causal mask)", AG_F32, Tn, Tn);
-	op(b, AG_OP_CAUSAL_ADD_MASK, tril, NO, NO, mask, NO, NO)->arg[0] = -INFINITY;
-	unref(b, ninf);
-	unref(b, zero);
-	unref(b, tril);
-	/* repeat_interleave(rep, -3): k, then v */
-	T kr = TMP("clone (repeat_interleave k)", AG_F32, B, h, Tn, hd);
-	T kx = expand_kv(b, ke, rep);
-	op(b, AG_OP_COPY, kx, NO, NO, kr, NO, NO);
-	unref(b, kx);
-	T vr = TMP("clone (repeat_interleave v)", AG_F32, B, h, Tn, hd);
-	T vx = expand_kv(b, vt, rep);
-	op(b, AG_OP_COPY, vx, NO, NO, vr, NO, NO);
-	unref(b, vx);
-	/* key.transpose(-2, -1) * √scale: the product keeps k's [B, h, T, hd]
-	 * layout, so bmm reads its transpose as a view */
-	T ks = scalar_op(b, AG_OP_MUL_SCALAR, "mul (k^T * sqrt(scale))", kr, rs, NULL);
-	T ktv = vw(b, ks, 3, SH(B * h, hd, Tn), (const int64_t[]){ (int64_t)(Tn * hd), 1, (int64_t)hd }, 0);
-	unref(b, ks);
-	/* q·√scale keeps q's layout: the rope's transposed one, which matmul
-	 * copies; phi3's cat (qcontig) a contiguous one, which it views */
-	T qc = matmul_operand(b, qs, !qcontig && rope_sum_copies(B, h, Tn, hd), "clone (matmul's copy of q * sqrt(scale))");
-	T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
-	op(b, AG_OP_BMM, qc, ktv, NO, sc, NO, NO);
-	if (none) { /* no MmBackward: matmul's copy goes as it returns, k^T·√scale with the expression */
-		unref(b, qc);
-		unref(b, ktv);
-		qc = ktv = NO;
-	} else if (!s->kk) {
-		/* k requires no grad (a frozen k_proj over an input that requires
-		 * none: LoRA on q and v, --freeze): bmm's node keeps k^T·√scale
-		 * for q's gradient and not q's copy, which only k's needed
-		 * (derivatives.yaml 2.6.0 lines 378-380, bmm: self's formula
-		 * takes mat2, mat2's takes self; the generated node saves each
-		 * only where the other's gradient is computed, as eager's
-		 * qv_only); the copy goes as matmul returns */
-		unref(b, qc);
-		qc = NO;
-	}
-	T am = TMP("add (attn_mask)", AG_F32, B, h, Tn, Tn);
-	T mv = vw(b, mask, 4, SH(B, h, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0);
-	T sc4 = reshape(b, sc, 4, SH(B, h, Tn, Tn));
-	op(b, AG_OP_ADD, sc4, mv, NO, am, NO, NO)->arg[0] = 1;
-	unref(b, sc4);
-	unref(b, mv);
-	unref(b, sc);
-	T sm = TMP("_safe_softmax", AG_F32, B, h, Tn, Tn);
-	op(b, AG_OP_SOFTMAX, am, NO, NO, sm, NO, NO);
-	/* its masked rows: none under a causal mask (the diagonal stays) */
-	T ni = TMP("_safe_softmax (isneginf)", AG_BOOL, B, h, Tn, Tn);
-	T rows = TMP("_safe_softmax (all rows masked)", AG_BOOL, B, h, Tn, 1);
-	T z = tmp(b, "_safe_softmax (zero)", AG_F32, 0, NULL);
-	unref(b, z);
-	unref(b, rows);
-	unref(b, ni);
-	unref(b, am);
-	T sm3 = reshape(b, sm, 3, SH(B * h, Tn, Tn));
-	T vr3 = reshape(b, vr, 3, SH(B * h, Tn, hd));
-	unref(b, vr);
-	T ao = TMP("bmm (attention x v)", AG_F32, B * h, Tn, hd);
-	op(b, AG_OP_BMM, sm3, vr3, NO, ao, NO, NO);
-	/* the function returns: q·√scale, k repeated and the mask go */
-	unref(b, qs);
-	unref(b, kr);
-	unref(b, mask);
-	if (none) { /* nothing kept: v repeated goes with the function, the weights with its tuple */
-		unref(b, vr3);
-		unref(b, sm3);
-		unref(b, sm);
-		vr3 = sm3 = sm = NO;
-	}
-	s->qe = qc, s->ktc = ktv, s->attw = sm3, s->sm = sm, s->vr = vr3;
-	s->sc_w = s->drop_attn = s->qf = NO;
-	T aot = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
-	                                                           (int64_t)(Tn * hd), 1 }, 0);
-	T ac = TMP("clone (transpose(1, 2).contiguous())", AG_F32, B, Tn, h * hd);
-	op(b, AG_OP_COPY, aot, NO, NO, ac, NO, NO);
-	unref(b, aot);
-	unref(b, ao);
+	struct sdpa_math ms;
+	T ac = sdpa_math(b, &ms, s->kk, qe, ke, vt, rep, qcontig);
+	s->qe = ms.q, s->ktc = ms.kt, s->attw = ms.attw, s->sm = ms.sm, s->vr = ms.v, s->drop_attn = ms.drop;
+	s->sc_w = s->qf = NO;
 	return ac;
 }
 
@@ -5466,31 +5614,20 @@ static T repeat_interleave_bwd(struct bld *b, T g, uint64_t B, uint64_t kv, uint
 	return r;
 }
 
-/* The math path's backward from the merged heads' gradient dac (its
- * holder taken), in 2.6's order (autograd runs the later-made node
- * first): bmm(weights, v)'s and _safe_softmax's (attn_v_bwd, the heads'
- * grad copied as bmm takes it), AddBackward passing, bmm(q, k^T)'s
- * (qk_bwd), k^T·√scale's MulBackward, v's and k's repeat sums, q·√scale's
+/* The llama family's math-path backward from the merged heads' gradient
+ * dac (its holder taken), in 2.6's order (autograd runs the later-made
+ * node first): sdpa_math_bwd_core, then v's and k's repeat sums, q·√scale's
  * MulBackward. dq [B, h, T, hd], dk and dv [B, kv, T, hd], contiguous. */
 static void sdpa_math_bwd(struct bld *b, struct llama_layer_saved *s, T dac, uint64_t B, uint64_t h, uint64_t kv,
                           uint64_t Tn, uint64_t hd, T *dq, T *dk, T *dv)
 {
-	double rs = sqrt(attn_scale(b->m, hd));
-	T dvr;
-	T dam = attn_v_bwd(b, dac, s->attw, s->sm, NO, s->vr, B, h, Tn, hd, &dvr, 0);
-	T dqc, dkt;
-	qk_bwd(b, dam, s->qe, s->ktc, B * h, Tn, hd, &dqc, &dkt);
-	s->qe = s->ktc = s->attw = s->sm = s->vr = NO;
-	/* k requires no grad: no node of k's (qk_bwd gave no dkt) */
-	T dks = NO;
-	if (dkt != NO) {
-		dks = scalar_op(b, AG_OP_MUL_SCALAR, "mul (k^T * sqrt(scale) backward)", dkt, rs, NULL);
-		unref(b, dkt);
-	}
+	struct sdpa_math ms = { s->qe, s->ktc, s->attw, s->sm, s->vr, s->drop_attn };
+	T dqc, dks, dvr;
+	sdpa_math_bwd_core(b, &ms, dac, B, h, Tn, hd, &dqc, &dks, &dvr);
+	s->qe = s->ktc = s->attw = s->sm = s->vr = s->drop_attn = NO;
 	*dv = repeat_interleave_bwd(b, dvr, B, kv, Tn, hd, 0);
 	*dk = dks != NO ? repeat_interleave_bwd(b, dks, B, kv, Tn, hd, 1) : NO;
-	T dqs = scalar_op(b, AG_OP_MUL_SCALAR, "mul (q * sqrt(scale) backward)", dqc, rs, NULL);
-	unref(b, dqc);
+	T dqs = sdpa_q_scale_bwd(b, dqc, hd);
 	*dq = reshape(b, dqs, 4, SH(B, h, Tn, hd));
 	unref(b, dqs);
 }
@@ -7808,9 +7945,25 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		return refuse(cause, "--attn sdpa: a %s with as many k/v heads as heads (%llu) takes the CPU's flash "
 		              "kernel, not described yet for it (give --attn eager)", m->model_type,
 		              (unsigned long long)m->heads);
-	if (o->attn == ZS_ATTN_SDPA && m->attn_pdrop > 0)
-		return refuse(cause, "--attn sdpa: with attention dropout (attn_pdrop %g) SDPA takes its math path, not "
-		              "described yet (give --attn eager, or attn_pdrop 0)", m->attn_pdrop);
+	/* attention dropout: 2.6's CPU SDPA takes its math path (sdp_utils_cpp's
+	 * check_for_dropout), with at::dropout's noise kept (sdpa_math):
+	 * GPT-2's, and the llama's with fewer k/v heads (the math path already),
+	 * fp32, the plain loop and DDP, checked against 2.6's allocator
+	 * (tests/hf_torch.sh torch26, the sdpa-dropout rows); the rest by name */
+	if (o->attn == ZS_ATTN_SDPA && m->attn_pdrop > 0) {
+		const char *no = fam > 1 ? "a family but gpt2 and llama"
+		                 : fam == 1 && m->kv_heads == m->heads
+		                         ? "a llama with as many k/v heads as heads (the math path over the ropes' layout)"
+		                 : o->recompute       ? "--recompute full"
+		                 : o->lora_r          ? "--lora-r"
+		                 : o->freeze && *o->freeze ? "--freeze"
+		                 : o->grad_accum > 1  ? "--grad-accum above 1"
+		                 : o->zero1_world     ? "ZeroRedundancyOptimizer"
+		                                      : NULL;
+		if (no)
+			return refuse(cause, "--attn sdpa: attention dropout (attn_pdrop %g: SDPA's math path) with %s is not "
+			              "described yet (give --attn eager, or attn_pdrop 0)", m->attn_pdrop, no);
+	}
 	if (o->amp != AG_F32 && amp_check(m, o, cause) < 0)
 		return -1;
 	if (o->grad_accum < 1)
