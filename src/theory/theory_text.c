@@ -425,10 +425,12 @@ static void family_text(struct zs_buf *t, const struct theory_request *req)
 		 * assignment's row through an expert (xe, gu, act, ye) */
 		uint64_t router = 0, shared = 0, row = 0, k = m->experts_per_tok;
 		uint64_t BT = (uint64_t)req->config->batch * req->act.seq;
+		int rc = 0;
 		for (size_t i = 0; i < b.n; i++) {
 			const struct step_buffer *x = &b.buf[i];
 			if (x->role != STEP_MOE || x->block != 0)
 				continue;
+			rc |= x->recomputed;
 			if (x->index >= STEP_MOE_EXPERT)
 				row += step_moe_expert(x) == 0 ? step_moe_row(m, x) * x->esize : 0;
 			else if (x->index >= STEP_MOE_SGU)
@@ -445,6 +447,8 @@ static void family_text(struct zs_buf *t, const struct theory_request *req)
 		              theory_grouped(n2, sizeof n2, (double)row), amount(v, sizeof v, k * BT * row));
 		if (shared > 0)
 			zs_buf_printf(t, ", and the shared expert's %s", amount(w, sizeof w, shared));
+		if (rc)
+			zs_buf_printf(t, " (in the forward: recomputed for the backward)");
 		zs_buf_printf(t, "\n    routing imbalance: the backward's scratch is sized by the busiest expert "
 		              "(--routing: the counts above)\n");
 	}
