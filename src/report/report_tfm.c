@@ -1034,7 +1034,9 @@ static double block_bytes(const struct report_tfm_model *m, int first, int last,
 static unsigned family_causes(const struct report_tfm_model *m)
 {
 	unsigned c = 0;
-	if (block_bytes(m, STEP_ACT_FCH, STEP_ACT_FCH_ACT, 0, 0) > 0 || (m->recompute[0] != 'n' && !m->mixture))
+	/* a gated MLP (gate and up, llama's family) keeps a third product;
+	 * gpt2's GELU MLP is the formula's */
+	if (m->shape.family == ZS_FAMILY_LLAMA && !m->mixture)
 		c |= 1u << C_SWIGLU;
 	if (m->shape.gemma && !m->flash) /* the tanh and the full scores, where the config sets them */
 		c |= 1u << C_SOFTCAP | 1u << C_WINDOW;
