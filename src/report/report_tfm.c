@@ -1091,6 +1091,15 @@ static void cause_bytes(const struct report_tfm_model *m, double bytes, struct z
 	zs_buf_printf(b, "~B a block%s.", bytes == 0 && m->recompute[0] != 'n' ? " to the backward (recomputed)" : "");
 }
 
+/* A cause: its text, its bytes (cause_bytes) and what follows them. */
+static void cause_line(const struct report_tfm_model *m, struct zs_buf *b, const char *text, double bytes,
+                       const char *tail)
+{
+	zs_buf_printf(b, "%s", text);
+	cause_bytes(m, bytes, b);
+	zs_buf_printf(b, "%s", tail);
+}
+
 static void cause_text(const struct report_tfm_model *m, enum cause c, struct zs_buf *b)
 {
 	switch (c) {
@@ -1141,29 +1150,26 @@ static void cause_text(const struct report_tfm_model *m, enum cause c, struct zs
 		cause_bytes(m, block_bytes(m, STEP_ACT_FCH, STEP_ACT_FCH_ACT, 0, 0), b);
 		break;
 	case C_SOFTCAP:
-		zs_buf_printf(b, "Attention soft-capping ($c \\tanh(s/c)$ of the scores, where the config sets "
-		              "\\texttt{attn\\_logit\\_softcapping}: Gemma~2's default 50, Gemma~3's none; theory.json "
-		              "does not write it): the tanh of the $as^2b$ scores is one more fp32 tensor the formula "
-		              "does not count");
-		cause_bytes(m, block_bytes(m, STEP_ACT_ATT_TANH, STEP_ACT_ATT_TANH, 0, 1), b);
-		zs_buf_printf(b, " The final logits' soft-capping is done in place on the logits: no more bytes.");
+		cause_line(m, b, "Attention soft-capping ($c \\tanh(s/c)$ of the scores, where the config sets "
+		           "\\texttt{attn\\_logit\\_softcapping}: Gemma~2's default 50, Gemma~3's none; theory.json "
+		           "does not write it): the tanh of the $as^2b$ scores is one more fp32 tensor the formula "
+		           "does not count", block_bytes(m, STEP_ACT_ATT_TANH, STEP_ACT_ATT_TANH, 0, 1),
+		           " The final logits' soft-capping is done in place on the logits: no more bytes.");
 		break;
 	case C_WINDOW:
-		zs_buf_printf(b, "Sliding windows: eager attention computes and keeps the full $s \\times s$ scores "
-		              "under the windowed mask, as many as without a window");
-		cause_bytes(m, block_bytes(m, STEP_ACT_ATT, STEP_ACT_ATT, 0, 0), b);
-		zs_buf_printf(b, " It saves memory only under SDPA's kernels.");
+		cause_line(m, b, "Sliding windows: eager attention computes and keeps the full $s \\times s$ scores "
+		           "under the windowed mask, as many as without a window", block_bytes(m, STEP_ACT_ATT,
+		           STEP_ACT_ATT, 0, 0), " It saves memory only under SDPA's kernels.");
 		break;
 	case C_POSTNORM:
-		zs_buf_printf(b, "Four norms (before and after attention and the MLP): the engine keeps the inputs of "
-		              "the two after and their $1/\\mathrm{rms}$, which the formula does not count");
-		cause_bytes(m, block_bytes(m, STEP_ACT_PROJ_OUT, STEP_ACT_PROJ_RSTD, 0, 0) +
-		               block_bytes(m, STEP_ACT_DOWN_OUT, STEP_ACT_DOWN_RSTD, 0, 0), b);
+		cause_line(m, b, "Four norms (before and after attention and the MLP): the engine keeps the inputs of "
+		           "the two after and their $1/\\mathrm{rms}$, which the formula does not count",
+		           block_bytes(m, STEP_ACT_PROJ_OUT, STEP_ACT_PROJ_RSTD, 0, 0) +
+		           block_bytes(m, STEP_ACT_DOWN_OUT, STEP_ACT_DOWN_RSTD, 0, 0), "");
 		break;
 	case C_QKNORM:
-		zs_buf_printf(b, "Query and key norms (an RMSNorm over each head's $q$ and $k$): the engine keeps "
-		              "their input and $1/\\mathrm{rms}$");
-		cause_bytes(m, block_bytes(m, STEP_ACT_QK_PRE, STEP_ACT_QK_RSTD, 0, 0), b);
+		cause_line(m, b, "Query and key norms (an RMSNorm over each head's $q$ and $k$): the engine keeps "
+		           "their input and $1/\\mathrm{rms}$", block_bytes(m, STEP_ACT_QK_PRE, STEP_ACT_QK_RSTD, 0, 0), "");
 		break;
 	case C_ROUTER:
 		zs_buf_printf(b, "The router: its logits' softmax ($sbE$, fp32, $E = %zu$), each token's top-$k$ "
