@@ -37,17 +37,33 @@ for m in "$src/report/models/gemma2-tiny.json" "$src/report/models/mixtral-tiny.
 	run theory --model "$m" $S --out "$tmp/t-$n.json"
 	run measure -q --model "$m" $S --steps 1 --out "$tmp/m-$n.json"
 done
+# mixtures of the qwen families, their theory alone: qwen2_moe's shared
+# expert, qwen3_moe's q/k norms
+cat >"$tmp/qwen2moe-tiny.json" <<'JSON'
+{"model_type": "qwen2_moe", "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
+ "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 64, "max_position_embeddings": 32,
+ "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 48, "shared_expert_intermediate_size": 80}
+JSON
+cat >"$tmp/qwen3moe-tiny.json" <<'JSON'
+{"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 128, "max_position_embeddings": 64,
+ "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 48}
+JSON
+for n in qwen2moe-tiny qwen3moe-tiny; do
+	run theory --model "$tmp/$n.json" $S --out "$tmp/t-$n.json"
+done
 run measure -q --world 1 --steps 1 --out "$tmp/mlp-m.json"
 run theory --world 1 --out "$tmp/mlp-t.json"
 run report --no-render --measured "$tmp/mlp-m.json" --theory "$tmp/mlp-t.json" \
 	--transformer "$tmp/t-gemma2-tiny.json" --transformer "$tmp/m-gemma2-tiny.json" \
 	--transformer "$tmp/t-mixtral-tiny.json" --transformer "$tmp/m-mixtral-tiny.json" \
-	--transformer "$tmp/t-qwen3-tiny.json" --transformer "$tmp/m-qwen3-tiny.json" --out "$tmp/rep" >/dev/null 2>&1
+	--transformer "$tmp/t-qwen3-tiny.json" --transformer "$tmp/m-qwen3-tiny.json" \
+	--transformer "$tmp/t-qwen2moe-tiny.json" --transformer "$tmp/t-qwen3moe-tiny.json" --out "$tmp/rep" >/dev/null 2>&1
 f=$tmp/rep/transformer.tex
 [ -f "$f" ] || { echo "no transformer.tex" >&2; exit 99; }
 # each model's part of the section, from its heading to the next
 part() { awk -v h="subsection*{$1 (" 'index($0, h) {p = 1; next} /subsection\*/ {p = 0} p' "$f" >"$tmp/$1.tex"; }
-for n in gemma2-tiny mixtral-tiny qwen3-tiny; do part $n; done
+for n in gemma2-tiny mixtral-tiny qwen3-tiny qwen2moe-tiny qwen3moe-tiny; do part $n; done
 # gemma2-tiny: B 2, T 32 (BT 64), h 64, I 128, a 4, fp32 (4 bytes)
 g=$tmp/gemma2-tiny.tex
 has "$f" "gemma2's heading names its type" "gemma2-tiny (gemma2, llama family)"
@@ -77,6 +93,17 @@ has "$x" "mixtral: the experts, k·BT = 128 assignments of $row B" \
 has "$x" "mixtral: routing imbalance named" "Routing imbalance:"
 hasnt "$x" "mixtral: no dense SwiGLU MLP" "SwiGLU: the engine keeps"
 has "$f" "mixtral: fig12-moe in the section" "fig12-moe"
+# qwen2moe-tiny: the shared expert (S 80) on every token: sgu BT·2S, sact
+# BT·S, sye BT·d, its gate's sigmoid BT, fp32; experts' rows (64 + 3·48 + 64)·4
+x=$tmp/qwen2moe-tiny.tex
+has "$x" "qwen2_moe: the shared expert, $((64 * 4 * (160 + 80 + 64 + 1))) B a block" \
+	"The shared expert and its gate (every token, \$I = 80\$) keep $(tex_num $((64 * 4 * (160 + 80 + 64 + 1))))~B a block."
+has "$x" "qwen2_moe: its experts' rows of $(((64 + 3 * 48 + 64) * 4)) B" "(dropless), $(tex_num $(((64 + 3 * 48 + 64) * 4)))~B each"
+x=$tmp/qwen3moe-tiny.tex
+has "$x" "qwen3_moe: q/k norms, $((64 * 6 * 16 * 4 + 64 * 6 * 4)) B a block" \
+	"their input and \$1/\\mathrm{rms}\$: $(tex_num $((64 * 6 * 16 * 4 + 64 * 6 * 4)))~B a block."
+has "$x" "qwen3_moe: the router" "The router:"
+hasnt "$x" "qwen3_moe: no shared expert" "shared expert"
 # the theory's text at --seq 4096, micro-batch 1, mixed (2-byte products)
 run theory --model gemma-2-9b --seq 4096 --world 8 >"$tmp/g9.txt"
 has "$tmp/g9.txt" "gemma-2-9b text: GeGLU, 3·4096·14336·2 B" "GeGLU (tanh GELU) MLP: the gate and up products and the activation, 3sbI (I = 14336), 352.32 MB a block"

@@ -199,11 +199,21 @@ static void read_shape(const cJSON *model, const cJSON *cfg, struct report_tfm_m
 	free(why);
 	why = NULL;
 	if (!m->has_shape && cJSON_GetObjectItemCaseSensitive(cfg, "routing") != NULL) {
+		/* its attention's type: qwen3_moe's is qwen3's (q/k norms),
+		 * TYPE_moe's TYPE's; mixtral's llama's */
+		char base[32];
+		size_t n = strlen(m->model_type);
+		snprintf(base, sizeof base, "%s", n > 4 && strcmp(m->model_type + n - 4, "_moe") == 0 ? m->model_type : "llama");
+		if (strcmp(base, "llama") != 0)
+			base[n - 4] = '\0';
 		cJSON *dense = cJSON_Duplicate(model, 1);
-		cJSON_ReplaceItemInObjectCaseSensitive(dense, "model_type", cJSON_CreateString("llama"));
+		cJSON_ReplaceItemInObjectCaseSensitive(dense, "model_type", cJSON_CreateString(base));
 		m->mixture = m->has_shape = zs_model_from_written(dense, "config.model", &m->shape, &why) == 0;
 		cJSON_Delete(dense);
 		free(why);
+		const cJSON *sh = cJSON_GetObjectItemCaseSensitive(model, "shared_expert_intermediate_size");
+		if (m->mixture && cJSON_IsNumber(sh) && sh->valuedouble >= 1 && sh->valuedouble <= ZS_MODEL_MAX_FFN)
+			m->shape.shared_ffn = (uint64_t)sh->valuedouble;
 	}
 }
 
@@ -1175,7 +1185,7 @@ static void cause_text(const struct report_tfm_model *m, enum cause c, struct zs
 		zs_buf_printf(b, "The router: its logits' softmax ($sbE$, fp32, $E = %zu$), each token's top-$k$ "
 		              "choice and routing weights, the counts and the grouping, which the formula's dense "
 		              "layer has not", m->moe.experts);
-		cause_bytes(m, block_bytes(m, -1, 0, 0, 0) + block_bytes(m, -1, 0, 2, 0), b);
+		cause_bytes(m, block_bytes(m, -1, 0, 0, 0), b);
 		break;
 	case C_EXPERTS:
 		if (m->moe.experts > 0 && m->seq * m->batch > 0)
@@ -1193,6 +1203,12 @@ static void cause_text(const struct report_tfm_model *m, enum cause c, struct zs
 			cause_bytes(m, m->moe.assignments * block_bytes(m, -1, 0, 1, 0), b);
 		else
 			zs_buf_printf(b, ".");
+		if (m->moe.experts > 0 && m->shape.shared_ffn > 0) {
+			zs_buf_printf(b, " The shared expert and its gate (every token, $I = %llu$) keep ",
+			              (unsigned long long)m->shape.shared_ffn);
+			grouped(b, block_bytes(m, -1, 0, 2, 0));
+			zs_buf_printf(b, "~B a block.");
+		}
 		break;
 	case C_IMBALANCE:
 		zs_buf_printf(b, "Routing imbalance: the theory's routing (\\texttt{--routing}) spreads the "
