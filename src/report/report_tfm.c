@@ -183,6 +183,40 @@ static int check_trained(const cJSON *model, const char *path, struct report_tfm
 	return 0;
 }
 
+/* The shape the causes read (report_tfm_data.h's model_type, shape):
+ * config.model read back as the outputs wrote it; a mixture's (config
+ * has "routing"), whose experts are not written, as its attention block
+ * over a dense llama MLP of the experts' width, its experts counted from
+ * config.routing where the causes are written. Unread, the causes name
+ * Korthikanti's and the family's alone. */
+static void read_shape(const cJSON *model, const cJSON *cfg, struct report_tfm_model *m)
+{
+	const cJSON *type = cJSON_GetObjectItemCaseSensitive(model, "model_type");
+	char *why = NULL;
+
+	snprintf(m->model_type, sizeof m->model_type, "%s", cJSON_IsString(type) ? type->valuestring : m->family);
+	m->has_shape = zs_model_from_written(model, "config.model", &m->shape, &why) == 0;
+	free(why);
+	why = NULL;
+	if (!m->has_shape && cJSON_GetObjectItemCaseSensitive(cfg, "routing") != NULL) {
+		/* its attention's type: qwen3_moe's is qwen3's (q/k norms),
+		 * TYPE_moe's TYPE's; mixtral's llama's */
+		char base[32];
+		size_t n = strlen(m->model_type);
+		snprintf(base, sizeof base, "%s", n > 4 && strcmp(m->model_type + n - 4, "_moe") == 0 ? m->model_type : "llama");
+		if (strcmp(base, "llama") != 0)
+			base[n - 4] = '\0';
+		cJSON *dense = cJSON_Duplicate(model, 1);
+		cJSON_ReplaceItemInObjectCaseSensitive(dense, "model_type", cJSON_CreateString(base));
+		m->mixture = m->has_shape = zs_model_from_written(dense, "config.model", &m->shape, &why) == 0;
+		cJSON_Delete(dense);
+		free(why);
+		const cJSON *sh = cJSON_GetObjectItemCaseSensitive(model, "shared_expert_intermediate_size");
+		if (m->mixture && cJSON_IsNumber(sh) && sh->valuedouble >= 1 && sh->valuedouble <= ZS_MODEL_MAX_FFN)
+			m->shape.shared_ffn = (uint64_t)sh->valuedouble;
+	}
+}
+
 static int read_model(const cJSON *theory, const char *path, struct report_tfm_model *m,
                       char **cause)
 {
@@ -255,6 +289,7 @@ static int read_model(const cJSON *theory, const char *path, struct report_tfm_m
 	if (!cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(model, "tie_word_embeddings")))
 		return zs_fail(cause, "%s: \"tie_word_embeddings\" is not true or false", where);
 	m->tied = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "tie_word_embeddings"));
+	read_shape(model, cfg, m);
 	snprintf(where, sizeof where, "%s: config.model.units", path);
 	head = cJSON_GetObjectItemCaseSensitive(units, "head");
 	if (read_uint(units, "embeddings", where, &m->u_embeddings, cause) < 0 ||
@@ -962,9 +997,67 @@ static void peak_table(const struct report_tfm_model *m, struct zs_buf *b)
  * engine's tensors (docs/schedule.md, "The transformer's tensors") differ
  * from what the formula counts. Each has a tag the table uses. */
 enum cause {
-	C_BITS, C_DROPOUT, C_SOFTMAX, C_SWIGLU, C_GQA, C_NORMSTATS, C_LOGITS, C_LOGITS_GRAD,
-	C_UNKNOWN, C_TOKENS, NCAUSES
+	C_BITS, C_DROPOUT, C_SOFTMAX, C_SWIGLU, C_SOFTCAP, C_WINDOW, C_POSTNORM, C_QKNORM, C_ROUTER, C_EXPERTS,
+	C_IMBALANCE, C_GQA, C_NORMSTATS, C_LOGITS, C_LOGITS_GRAD, C_UNKNOWN, C_TOKENS, NCAUSES
 };
+
+/* The bytes the description of m's block 0 (util/step.h's buffers at the
+ * file's batch, sequence, precision and recompute) keeps to its backward
+ * in its saved tensors [first, last] of enum step_act, or (first < 0) in
+ * a mixture's routed tensors: the router's (which = 0: its probabilities,
+ * choice and weights, counts and grouping), one assignment's row through
+ * an expert (1), the shared expert's (2). With its shape's
+ * attention soft-capped (softcap) or not. */
+static double block_bytes(const struct report_tfm_model *m, int first, int last, int which, int softcap)
+{
+	struct zs_model s = m->shape;
+	struct step_buffers b;
+	double n = 0;
+	enum zs_recompute rc = strcmp(m->recompute, "full") == 0 ? ZS_RECOMPUTE_FULL
+	                       : strcmp(m->recompute, "selective") == 0 ? ZS_RECOMPUTE_SELECTIVE : ZS_RECOMPUTE_NONE;
+
+	s.attn_softcap = softcap ? 1 : 0;
+	if (m->mixture && m->moe.experts > 0 && m->seq * m->batch > 0) {
+		s.experts = m->moe.experts;
+		s.experts_per_tok = (uint64_t)(m->moe.assignments / (m->seq * m->batch) + 0.5);
+	}
+	if (first < 0 && s.experts == 0)
+		return 0;
+	step_buffers_build(&b, &s, NULL, (uint64_t)m->batch, (uint64_t)m->seq, strcmp(m->precision, "fp32") != 0, rc);
+	for (size_t i = 0; i < b.n; i++) {
+		const struct step_buffer *x = &b.buf[i];
+		if (x->block != 0)
+			continue;
+		if (first >= 0 && x->role == STEP_SAVED && x->index >= (unsigned)first && x->index <= (unsigned)last)
+			n += x->recomputed ? 0 : (double)(x->elements * x->esize);
+		else if (first < 0 && x->role == STEP_MOE) {
+			int kind = x->index >= STEP_MOE_EXPERT ? 1 : x->index >= STEP_MOE_SGU ? 2 : 0;
+			if (kind == which && (kind != 1 || step_moe_expert(x) == 0))
+				n += (double)(kind == 1 ? step_moe_row(&s, x) * x->esize : x->elements * x->esize);
+		}
+	}
+	free(b.buf);
+	return n;
+}
+
+/* The departures of m's block that its description holds (as bits). */
+static unsigned family_causes(const struct report_tfm_model *m)
+{
+	unsigned c = 0;
+	/* a gated MLP (gate and up, llama's family) keeps a third product;
+	 * gpt2's GELU MLP is the formula's */
+	if (m->shape.family == ZS_FAMILY_LLAMA && !m->mixture)
+		c |= 1u << C_SWIGLU;
+	if (m->shape.gemma && !m->flash) /* the tanh and the full scores, where the config sets them */
+		c |= 1u << C_SOFTCAP | 1u << C_WINDOW;
+	if (m->shape.gemma)
+		c |= 1u << C_POSTNORM;
+	if (m->shape.qk_norm)
+		c |= 1u << C_QKNORM;
+	if (m->mixture)
+		c |= 1u << C_ROUTER | 1u << C_EXPERTS | 1u << C_IMBALANCE;
+	return c;
+}
 
 /* The causes term `term` is exposed to, as bits. */
 static unsigned term_causes(const struct report_tfm_model *m, const char *term)
@@ -978,7 +1071,9 @@ static unsigned term_causes(const struct report_tfm_model *m, const char *term)
 		c |= 1u << C_DROPOUT | 1u << C_NORMSTATS;
 		if (!m->flash)
 			c |= 1u << C_SOFTMAX;
-		if (strcmp(m->family, "llama") == 0)
+		if (m->has_shape)
+			c |= family_causes(m);
+		else if (strcmp(m->family, "llama") == 0)
 			c |= 1u << C_SWIGLU;
 		if (m->kv_heads < m->heads)
 			c |= 1u << C_GQA;
@@ -992,6 +1087,27 @@ static unsigned term_causes(const struct report_tfm_model *m, const char *term)
 		c |= 1u << C_UNKNOWN;
 	}
 	return c;
+}
+
+/* ": 12,345 B a block." after a cause, from its description. */
+static void cause_bytes(const struct report_tfm_model *m, double bytes, struct zs_buf *b)
+{
+	if (!m->has_shape) {
+		zs_buf_printf(b, ".");
+		return;
+	}
+	zs_buf_printf(b, ": ");
+	grouped(b, bytes);
+	zs_buf_printf(b, "~B a block%s.", bytes == 0 && m->recompute[0] != 'n' ? " to the backward (recomputed)" : "");
+}
+
+/* A cause: its text, its bytes (cause_bytes) and what follows them. */
+static void cause_line(const struct report_tfm_model *m, struct zs_buf *b, const char *text, double bytes,
+                       const char *tail)
+{
+	zs_buf_printf(b, "%s", text);
+	cause_bytes(m, bytes, b);
+	zs_buf_printf(b, "%s", tail);
 }
 
 static void cause_text(const struct report_tfm_model *m, enum cause c, struct zs_buf *b)
@@ -1037,9 +1153,75 @@ static void cause_text(const struct report_tfm_model *m, enum cause c, struct zs
 		              "its output and noise too." : "the engine keeps the softmax only.");
 		break;
 	case C_SWIGLU:
-		zs_buf_printf(b, "SwiGLU: the engine keeps the gate and up products ($2sbI$ elements) and their "
-		              "SiLU product ($sbI$), $I = %.0f$, where the formula counts GELU's input and output "
-		              "($4sbh$ elements each, $I = 4h$).", m->ffn);
+		zs_buf_printf(b, "%s: the engine keeps the gate and up products ($2sbI$ elements) and their "
+		              "%s product ($sbI$), $I = %.0f$, where the formula counts GELU's input and output "
+		              "($4sbh$ elements each, $I = 4h$)", m->has_shape && m->shape.gemma ? "GeGLU" : "SwiGLU",
+		              m->has_shape && m->shape.gemma ? "tanh-GELU" : "SiLU", m->ffn);
+		cause_bytes(m, block_bytes(m, STEP_ACT_FCH, STEP_ACT_FCH_ACT, 0, 0), b);
+		break;
+	case C_SOFTCAP:
+		cause_line(m, b, "Attention soft-capping ($c \\tanh(s/c)$ of the scores, where the config sets "
+		           "\\texttt{attn\\_logit\\_softcapping}: Gemma~2's default 50, Gemma~3's none; theory.json "
+		           "does not write it): the tanh of the $as^2b$ scores is one more fp32 tensor the formula "
+		           "does not count", block_bytes(m, STEP_ACT_ATT_TANH, STEP_ACT_ATT_TANH, 0, 1),
+		           " The final logits' soft-capping is done in place on the logits: no more bytes.");
+		break;
+	case C_WINDOW:
+		cause_line(m, b, "Sliding windows: eager attention computes and keeps the full $s \\times s$ scores "
+		           "under the windowed mask, as many as without a window", block_bytes(m, STEP_ACT_ATT,
+		           STEP_ACT_ATT, 0, 0), " It saves memory only under SDPA's kernels.");
+		break;
+	case C_POSTNORM:
+		cause_line(m, b, "Four norms (before and after attention and the MLP): the engine keeps the inputs of "
+		           "the two after and their $1/\\mathrm{rms}$, which the formula does not count",
+		           block_bytes(m, STEP_ACT_PROJ_OUT, STEP_ACT_PROJ_RSTD, 0, 0) +
+		           block_bytes(m, STEP_ACT_DOWN_OUT, STEP_ACT_DOWN_RSTD, 0, 0), "");
+		break;
+	case C_QKNORM:
+		cause_line(m, b, "Query and key norms (an RMSNorm over each head's $q$ and $k$): the engine keeps "
+		           "their input and $1/\\mathrm{rms}$", block_bytes(m, STEP_ACT_QK_PRE, STEP_ACT_QK_RSTD, 0, 0), "");
+		break;
+	case C_ROUTER:
+		zs_buf_printf(b, "The router: its logits' softmax ($sbE$, fp32, $E = %zu$), each token's top-$k$ "
+		              "choice and routing weights, the counts and the grouping, which the formula's dense "
+		              "layer has not", m->moe.experts);
+		cause_bytes(m, block_bytes(m, -1, 0, 0, 0), b);
+		break;
+	case C_EXPERTS:
+		if (m->moe.experts > 0 && m->seq * m->batch > 0)
+			zs_buf_printf(b, "The experts in place of the formula's MLP: each expert's saved tensors scale "
+			              "with the tokens it receives, $k \\cdot sb = %.0f$ assignments a block "
+			              "(dropless), ", m->moe.assignments);
+		if (m->moe.experts > 0 && m->seq * m->batch > 0) {
+			grouped(b, block_bytes(m, -1, 0, 1, 0));
+			zs_buf_printf(b, "~B each");
+		}
+		else
+			zs_buf_printf(b, "The experts in place of the formula's MLP: each expert's saved tensors scale "
+			              "with the tokens it receives ($k \\cdot sb$ assignments a block)");
+		if (m->moe.experts > 0)
+			cause_bytes(m, m->moe.assignments * block_bytes(m, -1, 0, 1, 0), b);
+		else
+			zs_buf_printf(b, ".");
+		if (m->moe.experts > 0 && m->shape.shared_ffn > 0) {
+			zs_buf_printf(b, " The shared expert and its gate (every token, $I = %llu$) keep ",
+			              (unsigned long long)m->shape.shared_ffn);
+			grouped(b, block_bytes(m, -1, 0, 2, 0));
+			zs_buf_printf(b, "~B a block.");
+		}
+		break;
+	case C_IMBALANCE:
+		zs_buf_printf(b, "Routing imbalance: the theory's routing (\\texttt{--routing}) spreads the "
+		              "assignments as it says; the measured run's router did not, and the busiest "
+		              "expert sizes the backward's scratch");
+		if (m->moe.token_bytes > 0)
+{
+			zs_buf_printf(b, " (");
+			grouped(b, m->moe.token_bytes);
+			zs_buf_printf(b, "~B a token of its count)");
+		}
+		zs_buf_printf(b, "%s", m->moe.experts > 0 ? ": the measured counts beside the theory's are in the "
+		              "figure below." : ".");
 		break;
 	case C_GQA:
 		zs_buf_printf(b, "Grouped-query attention: K and V for %.0f of the %.0f heads, smaller than the "
@@ -1425,7 +1607,12 @@ static void model_tex(const struct report_tfm_model *m, struct zs_buf *b)
 {
 	zs_buf_printf(b, "\\subsection*{");
 	tex(b, m->name);
-	zs_buf_printf(b, " (%s): ", m->family);
+	zs_buf_printf(b, " (");
+	if (strcmp(m->model_type, m->family) != 0) {
+		tex(b, m->model_type);
+		zs_buf_printf(b, ", ");
+	}
+	zs_buf_printf(b, "%s%s): ", m->family, strcmp(m->model_type, m->family) != 0 ? " family" : "");
 	grouped(b, m->params);
 	zs_buf_printf(b, " parameters");
 	if (m->lora_r) {

@@ -14,6 +14,7 @@
 #include "report/report_data.h"
 #include "report/report_moe.h"
 #include "util/freeze.h"
+#include "util/model.h"
 
 /* One theory row of a transformer. Bytes are per rank. */
 struct report_tfm_row {
@@ -88,6 +89,14 @@ struct report_tfm_model {
 	size_t nrows;
 	const char *measured_path;           /* its measured.json, or NULL */
 	struct report_moe moe;               /* a mixture's theory routing (config.routing) */
+	/* config.model.model_type, and the shape read back from config.model
+	 * (util/model.h's zs_model_from_written; a mixture's as its dense
+	 * attention block, its experts from config.routing), whose step
+	 * description (util/step.h) names the family's departures from
+	 * Korthikanti's layer; has_shape 0 where it cannot be read back. */
+	char model_type[32];
+	struct zs_model shape;
+	int has_shape, mixture;
 };
 
 struct report_tfm {

@@ -316,6 +316,8 @@ static void model_header(struct zs_buf *t, const struct theory_request *req)
 	}
 }
 
+static void family_text(struct zs_buf *t, const struct theory_request *req);
+
 static void activations_text(struct zs_buf *t, const struct theory_request *req)
 {
 	const struct zs_model *m = req->model;
@@ -341,6 +343,116 @@ static void activations_text(struct zs_buf *t, const struct theory_request *req)
 			              amount(per, sizeof per, act[a] / m->layers), f);
 		zs_buf_printf(t, "\n");
 	}
+	family_text(t, req);
+}
+
+/* Bytes block 0 of b keeps to its backward (not recomputed) in the saved
+ * tensors [first, last] of enum step_act; *all, every one's, recomputed too. */
+static uint64_t block_saved(const struct step_buffers *b, enum step_act first, enum step_act last, uint64_t *all)
+{
+	uint64_t n = 0;
+	*all = 0;
+	for (size_t i = 0; i < b->n; i++) {
+		const struct step_buffer *x = &b->buf[i];
+		if (x->role == STEP_SAVED && x->block == 0 && x->index >= (unsigned)first && x->index <= (unsigned)last) {
+			*all += x->elements * x->esize;
+			n += x->recomputed ? 0 : x->elements * x->esize;
+		}
+	}
+	return n;
+}
+
+/* "1.84 GB a block" (what it keeps to its backward), or where the
+ * recomputation frees it after the forward, that said with its size. */
+static const char *per_block(char *buf, size_t size, uint64_t kept, uint64_t all)
+{
+	char v[32];
+	if (kept == all || kept > 0)
+		snprintf(buf, size, "%s a block", amount(v, sizeof v, kept));
+	else
+		snprintf(buf, size, "%s a block in the forward, recomputed for the backward", amount(v, sizeof v, all));
+	return buf;
+}
+
+/* Where the family's block departs from Korthikanti's GPT layer (the
+ * formula above), read from the step's description (util/step.h's
+ * buffers for this model, batch and sequence): each departure the
+ * description holds, with its bytes a block. Nothing for gpt2, whose
+ * block is the formula's. */
+static void family_text(struct zs_buf *t, const struct theory_request *req)
+{
+	const struct zs_model *m = req->model;
+	if (m->family == ZS_FAMILY_GPT2)
+		return;
+	struct step_buffers b;
+	uint64_t all, kept;
+	char v[32], w[128], n1[32], n2[32];
+	step_buffers_build(&b, m, NULL, req->config->batch, req->act.seq, req->act.elem == 2, req->act.recompute);
+	zs_buf_printf(t, "  %s's block departs from the formula's GPT layer (bytes from the step's description):\n",
+	              m->model_type);
+	kept = block_saved(&b, STEP_ACT_FCH, STEP_ACT_FCH_ACT, &all);
+	if (all > 0)
+		zs_buf_printf(t, "    %s MLP: the gate and up products and the activation, 3sbI (I = %llu), %s\n",
+		              m->gemma ? "GeGLU (tanh GELU)" : "SwiGLU", (unsigned long long)m->intermediate,
+		              per_block(w, sizeof w, kept, all));
+	kept = block_saved(&b, STEP_ACT_ATT_TANH, STEP_ACT_ATT_TANH, &all);
+	if (all > 0)
+		zs_buf_printf(t, "    attention soft-capping (c = %g): the tanh of the a·s² scores, one more fp32 tensor, %s\n",
+		              m->attn_softcap, per_block(w, sizeof w, kept, all));
+	kept = block_saved(&b, STEP_ACT_PROJ_OUT, STEP_ACT_PROJ_RSTD, &all);
+	uint64_t all2, kept2 = block_saved(&b, STEP_ACT_DOWN_OUT, STEP_ACT_DOWN_RSTD, &all2);
+	if (all + all2 > 0)
+		zs_buf_printf(t, "    four norms (before and after attention and the MLP): the inputs of the two after, "
+		              "with 1/rms, %s\n", per_block(w, sizeof w, kept + kept2, all + all2));
+	kept = block_saved(&b, STEP_ACT_QK_PRE, STEP_ACT_QK_RSTD, &all);
+	if (all > 0)
+		zs_buf_printf(t, "    q/k norms (an RMSNorm on each head's queries and keys): their input and 1/rms, %s\n",
+		              per_block(w, sizeof w, kept, all));
+	if (m->sliding_window > 0) {
+		kept = block_saved(&b, STEP_ACT_ATT, STEP_ACT_ATT, &all);
+		zs_buf_printf(t, "    sliding window of %llu tokens", (unsigned long long)m->sliding_window);
+		if (m->window_pattern > 1)
+			zs_buf_printf(t, " (%llu of every %llu layers)", (unsigned long long)m->window_pattern - 1,
+			              (unsigned long long)m->window_pattern);
+		zs_buf_printf(t, ": eager attention computes and keeps the full s² scores under the windowed mask "
+		              "(%s): the window saves memory only under SDPA's kernels\n", per_block(w, sizeof w, kept, all));
+	}
+	if (m->final_softcap > 0)
+		zs_buf_printf(t, "    final logit soft-capping (c = %g): in place on the logits, no more bytes\n",
+		              m->final_softcap);
+	if (m->experts > 0) {
+		/* the router's (before the experts' own, enum step_moe) and one
+		 * assignment's row through an expert (xe, gu, act, ye) */
+		uint64_t router = 0, shared = 0, row = 0, k = m->experts_per_tok;
+		uint64_t BT = (uint64_t)req->config->batch * req->act.seq;
+		int rc = 0;
+		for (size_t i = 0; i < b.n; i++) {
+			const struct step_buffer *x = &b.buf[i];
+			if (x->role != STEP_MOE || x->block != 0)
+				continue;
+			rc |= x->recomputed;
+			if (x->index >= STEP_MOE_EXPERT)
+				row += step_moe_expert(x) == 0 ? step_moe_row(m, x) * x->esize : 0;
+			else if (x->index >= STEP_MOE_SGU)
+				shared += x->elements * x->esize;
+			else
+				router += x->elements * x->esize;
+		}
+		zs_buf_printf(t, "    router: its logits' softmax (s·b·E, fp32), the top-%llu choice and weights, "
+		              "the counts and the grouping, %s a block\n", (unsigned long long)k,
+		              amount(v, sizeof v, router));
+		zs_buf_printf(t, "    %llu SwiGLU experts in place of the dense MLP: each expert's saved tensors scale with "
+		              "its tokens, k·s·b = %s assignments a block at %s B each, %s a block",
+		              (unsigned long long)m->experts, theory_grouped(n1, sizeof n1, (double)(k * BT)),
+		              theory_grouped(n2, sizeof n2, (double)row), amount(v, sizeof v, k * BT * row));
+		if (shared > 0)
+			zs_buf_printf(t, ", and the shared expert's %s", amount(w, sizeof w, shared));
+		if (rc)
+			zs_buf_printf(t, " (in the forward: recomputed for the backward)");
+		zs_buf_printf(t, "\n    routing imbalance: the backward's scratch is sized by the busiest expert "
+		              "(--routing: the counts above)\n");
+	}
+	free(b.buf);
 }
 
 /* Which unit is the largest, in words. */
