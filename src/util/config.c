@@ -905,11 +905,6 @@ static int check_lora_paper(const struct zs_config *c, char **cause)
 	/* DeepSpeed's own step (docs/finetune.md, "LoRA under DeepSpeed's
 	 * own step"): dp, ZeRO-1 and ZeRO-2 on the device, as its --freeze
 	 * (the same frozen layout: the base a frozen tensor of each unit) */
-	for (size_t i = 0; i < c->nschemes; i++)
-		if (c->schemes[i] == ZS_ZERO3)
-			return zs_fail(cause, "--lora-r under --framework deepspeed --schemes zero3: stage 3's coordinator with "
-			               "frozen adapters is not built in zerosim's own step (give dp, zero1 or zero2, or "
-			               "--wrapper deepspeed)");
 	if (c->offload != ZS_OFFLOAD_NONE)
 		return zs_fail(cause, "--lora-r under --framework deepspeed with --offload %s: not described yet (give "
 		               "--offload none)", zs_offload_name(c->offload));
