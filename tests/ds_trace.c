@@ -31,15 +31,83 @@
 
 #include "util/config.h"
 #include "util/ds_coord.h"
+#include "util/lora.h"
 #include "util/model.h"
 #include "util/step.h"
 #include "util/util.h"
 
+/* ds_trace lora LAYERS TARGETS: a llama (hidden 16, 2 heads, 1 k/v head,
+ * intermediate 32, vocab 32, LAYERS blocks) with LoRA r 2 on TARGETS
+ * (--lora-targets' syntax), described as the engine and the theory
+ * describe it (util/lora.h's zs_lora_step_params: the base frozen, each
+ * adapter a module after its base), and each module's answer from
+ * ds_coord_grad_flow_lora, without recompute (the rule both ask): a line
+ * "NAME N" a module with parameters, N 0 (its backward fetches and
+ * releases it), 1 (fetched for backward, never released after: no input
+ * needs grad) or 2 (no backward: its output needs no grad). */
+static int lora_flow(int layers, const char *targets)
+{
+	cJSON *cfg = cJSON_CreateObject();
+	cJSON_AddStringToObject(cfg, "model_type", "llama");
+	cJSON_AddNumberToObject(cfg, "hidden_size", 16);
+	cJSON_AddNumberToObject(cfg, "num_hidden_layers", layers);
+	cJSON_AddNumberToObject(cfg, "num_attention_heads", 2);
+	cJSON_AddNumberToObject(cfg, "num_key_value_heads", 1);
+	cJSON_AddNumberToObject(cfg, "intermediate_size", 32);
+	cJSON_AddNumberToObject(cfg, "vocab_size", 32);
+	cJSON_AddNumberToObject(cfg, "max_position_embeddings", 8);
+	cJSON_AddBoolToObject(cfg, "tie_word_embeddings", 0);
+	struct zs_model m;
+	char *cause = NULL;
+	if (zs_model_from_json(cfg, "ds_trace", &m, &cause) != 0) {
+		zs_print_error("ds_trace", cause);
+		return 1;
+	}
+	cJSON_Delete(cfg);
+	struct zs_config c;
+	zs_config_defaults(&c);
+	c.framework = ZS_FW_DEEPSPEED;
+	c.lora_r = 2;
+	snprintf(c.lora_targets, sizeof c.lora_targets, "%s", targets);
+	struct step_params p;
+	if (zs_lora_step_params(&p, &m, &m, &c, &cause) != 0) {
+		zs_print_error("ds_trace", cause);
+		return 1;
+	}
+	size_t n = p.nmodules;
+	uint64_t *trained = zs_calloc(n + 1, sizeof *trained);
+	int *no_grad_in = zs_calloc(n + 1, sizeof *no_grad_in), *adapter = zs_calloc(n + 1, sizeof *adapter);
+	size_t *base = zs_calloc(n + 1, sizeof *base);
+	for (size_t i = 0; i < n; i++) {
+		const struct step_module *md = &p.module[i];
+		for (size_t t = md->first; t < md->first + md->n; t++)
+			trained[i] += step_trained(&p, t) ? p.tensor[t].numel : 0;
+		no_grad_in[i] = md->no_grad_in;
+		adapter[i] = md->adapter == NULL ? 0 : strncmp(md->adapter, "lora_A", 6) == 0 ? 1 : 2;
+		base[i] = md->base;
+	}
+	ds_coord_grad_flow_lora(n, trained, 0, no_grad_in, adapter, base);
+	char name[200];
+	for (size_t i = 0; i < n; i++)
+		if (p.module[i].n > 0) {
+			step_module_name(&p, i, name, sizeof name);
+			printf("%s %d\n", name, no_grad_in[i]);
+		}
+	free(trained);
+	free(no_grad_in);
+	free(adapter);
+	free(base);
+	step_params_free(&p);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	zs_json_init(); /* before any cJSON call (util.h) */
+	if (argc == 4 && strcmp(argv[1], "lora") == 0 && atoi(argv[2]) >= 1)
+		return lora_flow(atoi(argv[2]), argv[3]);
 	if (argc != 3 || (strcmp(argv[1], "0") != 0 && strcmp(argv[1], "1") != 0) || atoi(argv[2]) < 1) {
-		fprintf(stderr, "usage: ds_trace TIED(0|1) LAYERS\n");
+		fprintf(stderr, "usage: ds_trace TIED(0|1) LAYERS | ds_trace lora LAYERS TARGETS\n");
 		return 2;
 	}
 	cJSON *cfg = cJSON_CreateObject();
