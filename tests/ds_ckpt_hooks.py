@@ -147,7 +147,7 @@ class Transformer(torch.nn.Module):  # GPT2Model
     def forward(self, ids):
         x = self.wte(ids) + self.wpe(torch.arange(ids.shape[1]))
         for b in self.h:
-            x = checkpoint(b.__call__, x, use_reentrant=True)
+            x = checkpoint(b.__call__, x, use_reentrant=True) if self.ckpt else b(x)
         return self.ln_f(x)
 
 
@@ -155,6 +155,7 @@ class Model(torch.nn.Module):  # GPT2LMHeadModel
     def __init__(self, d, layers, vocab, positions, tied):
         super().__init__()
         self.transformer = Transformer(d, layers, vocab, positions)
+        self.transformer.ckpt = True
         self.lm_head = torch.nn.Linear(d, vocab, bias=False)
         if tied:  # GPT2LMHeadModel's tie_weights: the head reads the token table
             self.lm_head.weight = self.transformer.wte.weight
@@ -163,9 +164,10 @@ class Model(torch.nn.Module):  # GPT2LMHeadModel
         return self.lm_head(self.transformer(ids))
 
 
-def zerosim(tied):
+def zerosim(tied, targets=None):
     """ds_trace's lines: per step, the (fetch|release, module) in order."""
-    out = subprocess.run([sys.argv[1], str(int(tied)), str(L)], check=True, capture_output=True, text=True).stdout
+    args = [sys.argv[1], str(int(tied)), str(L)] + ([targets] if targets else [])
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
     steps = {1: [], 2: []}
     for line in out.splitlines():
         step, what, name = line.split()
@@ -195,6 +197,34 @@ def check(tied):
         print("the rule (no input requires grad) expects %s, zerosim's tables transformer.wpe, .wte"
               % ", ".join(noinput))
         sys.exit(1)
+
+
+def lora_trace(tied, targets):
+    """LoRA r 2 on TARGETS (PEFT's lora.Linear, LoraLinear below; the base
+    frozen), no checkpointing: both steps' hooks, in order, against
+    ds_trace TIED L TARGETS (the adapters modules of their own after their
+    base, backward lora_B, lora_A, then the base; a base whose output
+    needs no grad not fetched for backward, a lora_A whose input needs
+    none not released after it)."""
+    torch.manual_seed(0)
+    model = Model(16, L, 32, 8, tied)
+    model.transformer.ckpt = False
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for b in model.transformer.h:
+        for parent in (b.attn, b.mlp):
+            for cn, c in list(parent.named_children()):
+                if parent.__class__.__name__.lower() + "." + cn in targets.split(",") or cn in targets.split(","):
+                    setattr(parent, cn, LoraLinear(c, 2))
+    register(model, "")
+    ids = torch.randint(0, 32, (2, 8))
+    want = zerosim(tied, targets)
+    for step in (1, 2):
+        events.clear()
+        torch.nn.functional.cross_entropy(model(ids).flatten(0, 1), ids.flatten()).backward()
+        compare(tied, step, [(e, n.replace(".base_layer", "")) for e, n in events], want[step])
+    print("ok: lora %s, %s head: %d hooks a step in zerosim's trace's order" % (targets, "tied" if tied else "untied",
+                                                                              len(events)))
 
 
 def compare(tied, step, got, want):
@@ -347,6 +377,8 @@ check(False)
 check(True)
 print("ok: PyTorch's hooks fire in zerosim's trace's order (%d blocks, 2 steps, untied and tied)" % L)
 L = 2
+lora_trace(False, "c_attn")
+lora_trace(True, "c_attn,attn.c_proj,c_fc,mlp.c_proj")
 lora_check("q_proj,v_proj")
 lora_check("q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj")
 lora_check("o_proj,down_proj")

@@ -8,7 +8,11 @@
 # again (the rerun) before its backward, every module's release firing
 # after each fetch but the embeddings' after backward; fetch and release
 # compared entry by entry, both steps, untied and tied head. Then LoRA
-# (s50): a llama with PEFT's lora.Linear written op for op (lora_A and
+# (s50): the same GPT-2 without checkpointing, its c_attn (and then every
+# linear but the head) PEFT's lora.Linear, the base frozen: both steps'
+# hooks in zerosim's trace's order (tests/ds_trace TIED 2 TARGETS: the
+# adapters modules of their own after their base, backward lora_B, lora_A,
+# then the base, the order the engine's module calls follow); and a llama with PEFT's lora.Linear written op for op (lora_A and
 # lora_B modules of their own, the base frozen), no checkpointing: each
 # module's backward hooks (no backward fetch; fetched but never released
 # after backward, no input needing grad; both) against zerosim's rule
