@@ -36,6 +36,17 @@
 #include "util/step.h"
 #include "util/util.h"
 
+/* The model of config cfg (freed), or 1 with the error printed. */
+static int model_of(cJSON *cfg, struct zs_model *m)
+{
+	char *cause = NULL;
+	int bad = zs_model_from_json(cfg, "ds_trace", m, &cause) != 0;
+	cJSON_Delete(cfg);
+	if (bad)
+		zs_print_error("ds_trace", cause);
+	return bad;
+}
+
 /* Each module's answer of the coordinator's rule (util/ds_coord.h:
  * ds_coord_grad_flow_lora over p's trained tensors and adapters, with
  * input_grad as under full recompute), into no_grad_in (p's modules). */
@@ -82,11 +93,8 @@ static int lora_flow(int layers, const char *targets)
 	cJSON_AddBoolToObject(cfg, "tie_word_embeddings", 0);
 	struct zs_model m;
 	char *cause = NULL;
-	if (zs_model_from_json(cfg, "ds_trace", &m, &cause) != 0) {
-		zs_print_error("ds_trace", cause);
+	if (model_of(cfg, &m) != 0)
 		return 1;
-	}
-	cJSON_Delete(cfg);
 	struct zs_config c;
 	zs_config_defaults(&c);
 	c.framework = ZS_FW_DEEPSPEED;
@@ -130,11 +138,8 @@ int main(int argc, char **argv)
 	cJSON_AddBoolToObject(cfg, "tie_word_embeddings", strcmp(argv[1], "1") == 0);
 	struct zs_model m;
 	char *cause = NULL;
-	if (zs_model_from_json(cfg, "ds_trace", &m, &cause) != 0) {
-		zs_print_error("ds_trace", cause);
+	if (model_of(cfg, &m) != 0)
 		return 1;
-	}
-	cJSON_Delete(cfg);
 	struct step_params p;
 	struct zs_config c;
 	zs_config_defaults(&c);

@@ -595,18 +595,32 @@ static int last_adapter(const struct zs_layer *l, size_t k)
 	return k + 1 == l->nmodules || !l->module[k + 1].adapter;
 }
 
-/* The view, acts and params of module k's base s (its own tensors
+/* Module k of the block under the coordinator: its base s (itself, or
+ * an adapter's), the base's role, view, acts, params (its own tensors
  * widened where k is the base: an adapter's call reads none of them,
- * nor are they gathered then). */
-static void hooked_setup(const struct zs_layer *l, const struct zs_layer_io *io, size_t s, size_t k, struct view *v,
-                         struct tfm_block_acts *a, struct tfm_block_params *p)
+ * nor are they gathered then), scratch and linear (with the backward's
+ * gradients where `bwd`). */
+struct hooked {
+	size_t s, r;
+	struct view v;
+	struct tfm_block_acts a;
+	struct tfm_block_params p;
+	struct tfm_scratch sc;
+	struct tfm_linear lin;
+};
+
+static void hooked_setup(struct hooked *h, const struct zs_layer *l, const struct zs_layer_io *io, size_t k, int bwd)
 {
 	const struct zs_net_tfm *n = &io->net->tfm;
 	float *w[TFM_SLOTS];
-	view_of(v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1);
-	slots32(w, l, io, 0, l->module[s].first, k == s ? l->module[s].n : 0);
-	tfm_block_view(p, w, &n->dims, (size_t)l->block);
-	block_acts(a, v, n->mixed);
+	h->s = l->module[k].adapter ? l->module[k].base : k;
+	h->r = l->module[h->s].role;
+	view_of(&h->v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1);
+	slots32(w, l, io, 0, l->module[h->s].first, k == h->s ? l->module[h->s].n : 0);
+	tfm_block_view(&h->p, w, &n->dims, (size_t)l->block);
+	block_acts(&h->a, &h->v, n->mixed);
+	scratch_of(&h->sc, io);
+	tfm_block_linear(&h->lin, &h->a, bwd ? &h->sc : NULL, &n->dims, h->r);
 }
 
 static void block_run_hooked(const struct zs_layer *l, const struct zs_layer_io *io, size_t k, int recompute)
@@ -617,46 +631,42 @@ static void block_run_hooked(const struct zs_layer *l, const struct zs_layer_io 
 		block_run(l, io, k, recompute);
 		return;
 	}
-	size_t s = md->adapter ? md->base : k, r = l->module[s].role;
-	int last = r + 1 == tfm_block_modules(&n->dims);
-	struct tfm_block_params p;
-	struct tfm_block_acts a;
-	struct tfm_linear lin;
-	struct tfm_scratch sc;
-	struct view v;
-	hooked_setup(l, io, s, k, &v, &a, &p);
-	if (!md->adapter && s == 0)
-		sync16(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1, recompute ? SKIP_RECOMPUTED : SKIP_ALL_BUT_INPUT);
-	if (recompute)
-		recompute_scratch(&a, io);
-	tfm_block_linear(&lin, &a, NULL, &n->dims, r);
-	scratch_of(&sc, io);
+	struct hooked h;
+	hooked_setup(&h, l, io, k, 0);
+	int last = h.r + 1 == tfm_block_modules(&n->dims);
+	if (!md->adapter && h.s == 0)
+		sync16(&h.v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1, recompute ? SKIP_RECOMPUTED : SKIP_ALL_BUT_INPUT);
+	if (recompute) {
+		recompute_scratch(&h.a, io);
+		tfm_block_linear(&h.lin, &h.a, NULL, &n->dims, h.r);
+	}
 	const size_t BT = n->B * n->T;
 	if (!md->adapter) {
 		if (recompute && last)
-			tfm_block_recompute_module(&a, &p, v.x, &n->dims, n->B, n->T, r);
+			tfm_block_recompute_module(&h.a, &h.p, h.v.x, &n->dims, n->B, n->T, h.r);
 		else
-			tfm_block_forward_half(&a, &p, v.x, &n->dims, n->B, n->T, r, TFM_PRODUCT);
+			tfm_block_forward_half(&h.a, &h.p, h.v.x, &n->dims, n->B, n->T, h.r, TFM_PRODUCT);
 		return;
 	}
 	int keep_only = recompute && last;
 	if (md->adapter == 1) {
-		float *xa = xa32(md, io, v.end, 0);
-		const float *x = md->drop != ZS_NO_TENSOR ? dropout_fwd(md, io, lin.x, v.end + BT * md->r) : lin.x;
+		float *xa = xa32(md, io, h.v.end, 0);
+		const float *x = md->drop != ZS_NO_TENSOR ? dropout_fwd(md, io, h.lin.x, h.v.end + BT * md->r) : h.lin.x;
 		lora_forward_a(xa, x, param32(l, io, md->first, 1), BT, md->in, md->r, n->mixed);
 		if (n->mixed)
 			zs_float_to_half_n((zs_half *)(void *)io->t[md->xa], xa, BT * md->r);
 		return;
 	}
 	const struct zs_module *ma = &l->module[k - 1]; /* its lora_A: xa */
-	lora_forward_b(keep_only ? sc.dx : lin.y, xa32(ma, io, v.end, 1), param32(l, io, md->first, 1), n->lora_scaling,
-	               BT, md->r, md->out, keep_only ? md->out : lin.out, keep_only ? 0 : md->row0, n->mixed);
+	lora_forward_b(keep_only ? h.sc.dx : h.lin.y, xa32(ma, io, h.v.end, 1), param32(l, io, md->first, 1),
+	               n->lora_scaling, BT, md->r, md->out, keep_only ? md->out : h.lin.out, keep_only ? 0 : md->row0,
+	               n->mixed);
 	if (!last_adapter(l, k))
 		return;
 	if (!keep_only)
-		tfm_block_forward_half(&a, &p, v.x, &n->dims, n->B, n->T, r, TFM_REST);
+		tfm_block_forward_half(&h.a, &h.p, h.v.x, &n->dims, n->B, n->T, h.r, TFM_REST);
 	if (k + 1 == l->nmodules)
-		sync16(&v, l, io, 0, recompute ? STEP_ACT_RES3 - 1 : STEP_NBLOCK_ACTS - 1, 0, SKIP_NONE);
+		sync16(&h.v, l, io, 0, recompute ? STEP_ACT_RES3 - 1 : STEP_NBLOCK_ACTS - 1, 0, SKIP_NONE);
 }
 
 static void block_fwd_hooked(const struct zs_layer *l, const struct zs_layer_io *io, size_t k)
@@ -677,43 +687,36 @@ static void block_bwd_hooked(const struct zs_layer *l, const struct zs_layer_io 
 		block_bwd(l, io, k);
 		return;
 	}
-	size_t s = md->adapter ? md->base : k, r = l->module[s].role;
-	struct tfm_block_params p;
-	struct tfm_block_acts a;
-	struct tfm_linear lin;
-	struct tfm_scratch sc;
-	struct view v;
-	hooked_setup(l, io, s, k, &v, &a, &p);
-	scratch_of(&sc, io);
-	tfm_block_linear(&lin, &a, &sc, &n->dims, r);
+	struct hooked h;
+	hooked_setup(&h, l, io, k, 1);
 	const size_t BT = n->B * n->T;
 	if (k + 1 == l->nmodules) { /* the block's first in backward */
-		sync16(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1, SKIP_RECOMPUTED);
+		sync16(&h.v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1, SKIP_RECOMPUTED);
 		if (n->recompute == ZS_RECOMPUTE_SELECTIVE)
-			tfm_attention_recompute(&a, &n->dims, n->B, n->T);
+			tfm_attention_recompute(&h.a, &n->dims, n->B, n->T);
 	}
 	float *dt = io->t[n->lora_scratch[STEP_LORA_DT]];
 	if (md->adapter == 2) {
 		if (last_adapter(l, k)) /* the base's first adapter in backward: the input's gradient starts here */
-			memset(lin.dx, 0, BT * lin.in * sizeof *lin.dx);
+			memset(h.lin.dx, 0, BT * h.lin.in * sizeof *h.lin.dx);
 		const struct zs_module *ma = &l->module[k - 1];
 		float *dB = grad32(l, io, md->first, 1);
-		lora_backward_b(dB, dt, lin.dy, dB != NULL ? xa32(ma, io, v.end, 1) : NULL, param32(l, io, md->first, 1),
-		                n->lora_scaling, BT, md->r, md->out, lin.out, md->row0);
+		lora_backward_b(dB, dt, h.lin.dy, dB != NULL ? xa32(ma, io, h.v.end, 1) : NULL, param32(l, io, md->first, 1),
+		                n->lora_scaling, BT, md->r, md->out, h.lin.out, md->row0);
 		grads_done(l, io, md->first, 1);
 		return;
 	}
 	if (md->adapter == 1) {
-		float *dA = grad32(l, io, md->first, 1), *dx = lin.dx;
-		const float *x = dA != NULL ? lin.x : NULL;
+		float *dA = grad32(l, io, md->first, 1), *dx = h.lin.dx;
+		const float *x = dA != NULL ? h.lin.x : NULL;
 		if (md->drop != ZS_NO_TENSOR) {
-			x = dA != NULL ? dropout_out32(md, io, v.end + BT * md->r) : NULL;
+			x = dA != NULL ? dropout_out32(md, io, h.v.end + BT * md->r) : NULL;
 			dx = io->t[n->lora_scratch[STEP_LORA_DX]];
 			memset(dx, 0, BT * md->in * sizeof *dx);
 		}
 		lora_backward_a(dx, dA, dt, x, param32(l, io, md->first, 1), BT, md->in, md->r);
 		if (md->drop != ZS_NO_TENSOR)
-			dropout_bwd(md, io, lin.dx, dx);
+			dropout_bwd(md, io, h.lin.dx, dx);
 		grads_done(l, io, md->first, 1);
 		return;
 	}
@@ -723,8 +726,8 @@ static void block_bwd_hooked(const struct zs_layer *l, const struct zs_layer_io 
 	struct tfm_block_params g;
 	slots32(gr, l, io, 1, md->first, md->n);
 	tfm_block_view(&g, gr, &n->dims, (size_t)l->block);
-	matmul_backward_din_add(lin.dx, lin.dy, param32(l, io, md->first, 0), BT, lin.in, lin.out);
-	tfm_block_backward_half(&g, &sc, &a, &p, v.x, &n->dims, n->B, n->T, r, TFM_REST);
+	matmul_backward_din_add(h.lin.dx, h.lin.dy, param32(l, io, md->first, 0), BT, h.lin.in, h.lin.out);
+	tfm_block_backward_half(&g, &h.sc, &h.a, &h.p, h.v.x, &n->dims, n->B, n->T, h.r, TFM_REST);
 	grads_done(l, io, md->first, md->n);
 }
 
