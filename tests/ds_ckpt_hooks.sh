@@ -7,7 +7,20 @@
 # no_grad_in rule): forward, then in backward each block's modules forward
 # again (the rerun) before its backward, every module's release firing
 # after each fetch but the embeddings' after backward; fetch and release
-# compared entry by entry, both steps, untied and tied head.
+# compared entry by entry, both steps, untied and tied head. Then LoRA
+# (s50): the same GPT-2 without checkpointing, its c_attn (and then every
+# linear but the head) PEFT's lora.Linear, the base frozen: both steps'
+# hooks in zerosim's trace's order (tests/ds_trace TIED 2 TARGETS: the
+# adapters modules of their own after their base, backward lora_B, lora_A,
+# then the base, the order the engine's module calls follow); and a llama with PEFT's lora.Linear written op for op (lora_A and
+# lora_B modules of their own, the base frozen), no checkpointing: each
+# module's backward hooks (no backward fetch; fetched but never released
+# after backward, no input needing grad; both) against zerosim's rule
+# (tests/ds_trace lora: util/ds_coord.c's ds_coord_grad_flow_lora, the
+# rule the engine and the theory of --framework deepspeed --schemes zero3
+# ask): q,v, all-linear and o_proj,down_proj; block 0's lora_A modules
+# over the frozen norm are fetched and never released (the chain rule
+# before s50 said v_proj's lora_A was released: it fails here).
 #
 # PyTorch is looked for by tests/torch_python.sh; without it the test is
 # skipped (exit 77). Exit 0 pass, 1 disagreement, 99 hard error.

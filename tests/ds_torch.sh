@@ -377,8 +377,9 @@ for cmd in measure theory; do
 			$base --torch-version 1.13 --schemes zero2 --bucket-cap 10 --out "$keep"
 		try 2 "--wrapper deepspeed: a parameter of 65536 elements is larger than the reduce bucket (1000): DeepSpeed reduces it apart, which is not built yet (give --ds-reduce-bucket 65536 or more)" \
 			$base --torch-version 1.13 --schemes zero2 --ds-reduce-bucket 1000 --out "$keep"
-		try 2 "--lora-r under --framework deepspeed --schemes zero3: stage 3's coordinator with frozen adapters is not built in zerosim's own step (give dp, zero1 or zero2, or --wrapper deepspeed)" \
-			$cmd --framework deepspeed --model "$tiny" --world 2 --schemes zero3 --lora-r 4 --out "$keep"
+		try 2 "--lora-r under --framework deepspeed with --offload optimizer: not described yet (give --offload none)" \
+			$cmd --framework deepspeed --model "$tiny" --world 2 --schemes zero3 --lora-r 4 --offload optimizer \
+			--out "$keep"
 		try 2 "--wrapper deepspeed is DeepSpeed's engine: give --framework deepspeed" \
 			$cmd --framework torch --wrapper deepspeed --model "$tiny" --world 2 --out "$keep"
 		try 2 "--wrapper: only under --framework torch or deepspeed" \

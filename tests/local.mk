@@ -268,6 +268,11 @@ TESTS += tests/paper_freeze_tfm.sh
 EXTRA_DIST += tests/paper_freeze_tfm.sh
 TESTS += tests/paper_lora.sh
 EXTRA_DIST += tests/paper_lora.sh
+# LoRA under DeepSpeed's own step at ZeRO-3: theory = measure, the losses
+# against ZeRO-2's and DeepSpeed's engine over the PyTorch step, the bytes
+# by hand, the refusals (about 8 s)
+TESTS += tests/ds3_lora.sh
+EXTRA_DIST += tests/ds3_lora.sh
 # The floors under --freeze by hand, and the report of frozen paper and
 # DeepSpeed runs: their points at the frozen floors, none unexplained
 # (about 3 s)

@@ -285,7 +285,6 @@ refuse "under --framework paper: its term 'embeddings' matches no adapter" --pre
 refuse "freezes every one of llama-tiny's 8 adapter tensors" --precision fp32 --freeze blocks:0-1 --unit layer
 refuse "trainable adapters are not one run" --precision fp32 --lora-targets all-linear --freeze '*.v_proj.lora_*' \
 	--unit layer
-refuse "deepspeed --schemes zero3: stage 3's coordinator with frozen adapters" --precision fp32 --framework deepspeed
 refuse "deepspeed with --offload optimizer: not described" --precision fp32 --framework deepspeed --schemes zero2 \
 	--offload optimizer --world 2
 refuse "no linear layer of llama-tiny matches" --precision fp32 --lora-targets lm_head --unit layer

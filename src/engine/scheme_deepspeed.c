@@ -797,6 +797,8 @@ static void ds3_modules(const struct zs_run *r, struct ds *ds)
 	for (size_t l = 0; l < m->nlayers; l++)
 		nmod += net_hooked(&m->layer[l]);
 	uint64_t *trained = zs_calloc(nmod + 1, sizeof *trained); /* per module */
+	int *adapter = zs_calloc(nmod + 1, sizeof *adapter);       /* LoRA's: lora_A 1, lora_B 2, and their base */
+	size_t *base = zs_calloc(nmod + 1, sizeof *base);
 	for (size_t l = 0; l < m->nlayers; l++) {
 		const struct zs_layer *ly = &m->layer[l];
 		size_t t0 = net_first_ptensor(m, l);
@@ -812,13 +814,18 @@ static void ds3_modules(const struct zs_run *r, struct ds *ds)
 			for (size_t t = d->mod_first[d->nmodules]; t < d->mod_first[d->nmodules] + d->mod_n[d->nmodules]; t++)
 				trained[d->nmodules] += r->layout.tensor[t].tn;
 			d->mod_no_grad_in[d->nmodules] = ly->module[s].no_grad_in;
+			adapter[d->nmodules] = ly->module[s].adapter;
+			base[d->nmodules] = d->mod_of[l] + ly->module[s].base;
 			d->mod_grads[d->nmodules] = trained[d->nmodules] > 0;
 			for (size_t e = 0; e < d->nmodules; e++) /* a tied head's table is the embedding's */
 				d->mod_grads[d->nmodules] &= !in_module(ds, t0 + ly->module[s].first, e);
 		}
 	}
-	ds_coord_grad_flow(d->nmodules, trained, m->tfm.recompute == ZS_RECOMPUTE_FULL, d->mod_no_grad_in);
+	ds_coord_grad_flow_lora(d->nmodules, trained, m->tfm.recompute == ZS_RECOMPUTE_FULL, d->mod_no_grad_in, adapter,
+	                        base);
 	free(trained);
+	free(adapter);
+	free(base);
 }
 
 /* fetch_sub_module of trace entry j (util/ds_coord.h): the module's params

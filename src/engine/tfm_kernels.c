@@ -246,37 +246,66 @@ void matmul_backward(float *din, float *dw, float *dbias, const float *dout, con
 				dbias[o] += dout[r * OC + o];
 }
 
+void matmul_backward_din_add(float *din, const float *dout, const float *w, size_t BT, size_t C, size_t OC)
+{
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)BT, (blasint)C, (blasint)OC, 1.0f, dout,
+	            (blasint)OC, w, (blasint)C, 1.0f, din, (blasint)C);
+}
+
 /* The adapter's rows of y and dy are a column block of a (BT, OC) row-major
  * matrix: sgemm reads and writes them in place with OC as the leading
  * dimension, and applies scaling as its alpha. */
-void lora_forward(float *y, float *xa, const float *x, const float *A, const float *B, float scaling, size_t BT,
-                  size_t in, size_t r, size_t out, size_t OC, size_t row0, int f16)
+void lora_forward_a(float *xa, const float *x, const float *A, size_t BT, size_t in, size_t r, int f16)
 {
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)BT, (blasint)r, (blasint)in, 1.0f, x, (blasint)in,
 	            A, (blasint)in, 0.0f, xa, (blasint)r);
 	if (f16)
 		zs_round_half_n(xa, BT * r);
+}
+
+void lora_forward_b(float *y, const float *xa, const float *B, float scaling, size_t BT, size_t r, size_t out,
+                    size_t OC, size_t row0, int f16)
+{
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)BT, (blasint)out, (blasint)r, scaling, xa,
 	            (blasint)r, B, (blasint)r, 1.0f, y + row0, (blasint)OC);
 	for (size_t i = 0; f16 && i < BT; i++)
 		zs_round_half_n(y + i * OC + row0, out);
 }
 
-void lora_backward(float *dx, float *dA, float *dB, float *dt, const float *dy, const float *x, const float *xa,
-                   const float *A, const float *B, float scaling, size_t BT, size_t in, size_t r, size_t out,
-                   size_t OC, size_t row0)
+void lora_forward(float *y, float *xa, const float *x, const float *A, const float *B, float scaling, size_t BT,
+                  size_t in, size_t r, size_t out, size_t OC, size_t row0, int f16)
+{
+	lora_forward_a(xa, x, A, BT, in, r, f16);
+	lora_forward_b(y, xa, B, scaling, BT, r, out, OC, row0, f16);
+}
+
+void lora_backward_b(float *dB, float *dt, const float *dy, const float *xa, const float *B, float scaling, size_t BT,
+                     size_t r, size_t out, size_t OC, size_t row0)
 {
 	if (dB != NULL)
 		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)out, (blasint)r, (blasint)BT, scaling,
 		            dy + row0, (blasint)OC, xa, (blasint)r, 1.0f, dB, (blasint)r);
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)BT, (blasint)r, (blasint)out, scaling, dy + row0,
 	            (blasint)OC, B, (blasint)r, 0.0f, dt, (blasint)r);
+}
+
+void lora_backward_a(float *dx, float *dA, const float *dt, const float *x, const float *A, size_t BT, size_t in,
+                     size_t r)
+{
 	if (dA != NULL)
 		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)r, (blasint)in, (blasint)BT, 1.0f, dt,
 		            (blasint)r, x, (blasint)in, 1.0f, dA, (blasint)in);
 	if (dx != NULL)
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)BT, (blasint)in, (blasint)r, 1.0f, dt,
 		            (blasint)r, A, (blasint)in, 1.0f, dx, (blasint)in);
+}
+
+void lora_backward(float *dx, float *dA, float *dB, float *dt, const float *dy, const float *x, const float *xa,
+                   const float *A, const float *B, float scaling, size_t BT, size_t in, size_t r, size_t out,
+                   size_t OC, size_t row0)
+{
+	lora_backward_b(dB, dt, dy, xa, B, scaling, BT, r, out, OC, row0);
+	lora_backward_a(dx, dA, dt, x, A, BT, in, r);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -77,6 +77,11 @@ void matmul_forward(float *out, const float *in, const float *w, const float *bi
  * dbias (OC) += Σ rows of dout (if not NULL). */
 void matmul_backward(float *din, float *dw, float *dbias, const float *dout, const float *in, const float *w,
                      size_t BT, size_t C, size_t OC);
+/* din (BT, C) += dout · w: a frozen linear's input gradient added to what
+ * its LoRA adapters' backward put there first (DeepSpeed's ZeRO-3 runs
+ * each adapter's backward, a module of its own, before its base's:
+ * tfm_net.c). */
+void matmul_backward_din_add(float *din, const float *dout, const float *w, size_t BT, size_t C, size_t OC);
 
 /* LoRA's branch (--lora-r; PEFT v0.20.0's lora.Linear.forward, layer.py
  * lines 1030-1069: result + lora_B(lora_A(x)) * scaling, util/lora.h)
@@ -103,6 +108,19 @@ void lora_forward(float *y, float *xa, const float *x, const float *A, const flo
 void lora_backward(float *dx, float *dA, float *dB, float *dt, const float *dy, const float *x, const float *xa,
                    const float *A, const float *B, float scaling, size_t BT, size_t in, size_t r, size_t out,
                    size_t OC, size_t row0);
+/* The same in its modules' halves, as lora_forward and lora_backward run
+ * them (the same operations in the same order): lora_A's forward (xa,
+ * rounded with f16) and lora_B's (y's rows += scaling · xa · Bᵀ, rounded
+ * with f16); backward lora_B's (dB, then dt) and lora_A's (dA, then dx).
+ * DeepSpeed's ZeRO-3 gathers each module around its own forward and
+ * backward (tfm_net.c's module-by-module block). */
+void lora_forward_a(float *xa, const float *x, const float *A, size_t BT, size_t in, size_t r, int f16);
+void lora_forward_b(float *y, const float *xa, const float *B, float scaling, size_t BT, size_t r, size_t out,
+                    size_t OC, size_t row0, int f16);
+void lora_backward_b(float *dB, float *dt, const float *dy, const float *xa, const float *B, float scaling, size_t BT,
+                     size_t r, size_t out, size_t OC, size_t row0);
+void lora_backward_a(float *dx, float *dA, const float *dt, const float *x, const float *A, size_t BT, size_t in,
+                     size_t r);
 
 /* Rotary embeddings in place on the query and key heads of qkv
  * (B, T, (H + 2·KV)·hd): the first (H + KV) heads of each row, at

@@ -567,6 +567,170 @@ static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 	grads_done(l, io, md->first, md->n);
 }
 
+/* ---- a block under DeepSpeed's ZeRO-3, module by module ------------------------ */
+
+/* DeepSpeed's ZeRO-3 hooks every nn.Module (parameter_offload.py's
+ * _register_hooks_recursively at 38327e0) and gathers a module's own
+ * parameters around its own forward and backward: PEFT's lora_A and
+ * lora_B are nn.Linear modules of their own (layer.py's update_layer,
+ * v0.20.0), called after the base layer's product (lora.Linear.forward:
+ * result = self.base_layer(x), then lora_B(lora_A(dropout(x))) *
+ * scaling added), so that the base's weight is not gathered while an
+ * adapter runs, nor an adapter's while the base does. Module k here:
+ * the base's product alone (its adapters follow), lora_A's xa = x·Aᵀ,
+ * lora_B's sum into the product's rows, and after the base's last
+ * adapter what follows the product (tfm.c's TFM_REST). Backward in
+ * reverse, as autograd runs the branch before the base's product (its
+ * nodes are younger): lora_B's dB and dt, lora_A's dA and its part of
+ * the input's gradient (the first adapter's backward zeroes it), then
+ * the base's product adds its own (a frozen weight: no dW) and what
+ * precedes it. The arithmetic is lora_forward's and lora_backward's in
+ * the same order but the input's gradient, whose sum starts from the
+ * adapters' parts (PyTorch's own order: the branch's AccumulateGrad
+ * input arrives first), so the losses equal the whole block's within
+ * float rounding, not bit for bit. A module without adapters runs as
+ * block_fwd and block_bwd run it. */
+static int last_adapter(const struct zs_layer *l, size_t k)
+{
+	return k + 1 == l->nmodules || !l->module[k + 1].adapter;
+}
+
+/* Module k of the block under the coordinator: its base s (itself, or
+ * an adapter's), the base's role, view, acts, params (its own tensors
+ * widened where k is the base: an adapter's call reads none of them,
+ * nor are they gathered then), scratch and linear (with the backward's
+ * gradients where `bwd`). */
+struct hooked {
+	size_t s, r;
+	struct view v;
+	struct tfm_block_acts a;
+	struct tfm_block_params p;
+	struct tfm_scratch sc;
+	struct tfm_linear lin;
+};
+
+static void hooked_setup(struct hooked *h, const struct zs_layer *l, const struct zs_layer_io *io, size_t k, int bwd)
+{
+	const struct zs_net_tfm *n = &io->net->tfm;
+	float *w[TFM_SLOTS];
+	h->s = l->module[k].adapter ? l->module[k].base : k;
+	h->r = l->module[h->s].role;
+	view_of(&h->v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1);
+	slots32(w, l, io, 0, l->module[h->s].first, k == h->s ? l->module[h->s].n : 0);
+	tfm_block_view(&h->p, w, &n->dims, (size_t)l->block);
+	block_acts(&h->a, &h->v, n->mixed);
+	scratch_of(&h->sc, io);
+	tfm_block_linear(&h->lin, &h->a, bwd ? &h->sc : NULL, &n->dims, h->r);
+}
+
+static void block_run_hooked(const struct zs_layer *l, const struct zs_layer_io *io, size_t k, int recompute)
+{
+	const struct zs_net_tfm *n = &io->net->tfm;
+	const struct zs_module *md = &l->module[k];
+	if (!md->adapter && !adapters_on(l, k)) {
+		block_run(l, io, k, recompute);
+		return;
+	}
+	struct hooked h;
+	hooked_setup(&h, l, io, k, 0);
+	int last = h.r + 1 == tfm_block_modules(&n->dims);
+	if (!md->adapter && h.s == 0)
+		sync16(&h.v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1, recompute ? SKIP_RECOMPUTED : SKIP_ALL_BUT_INPUT);
+	if (recompute) {
+		recompute_scratch(&h.a, io);
+		tfm_block_linear(&h.lin, &h.a, NULL, &n->dims, h.r);
+	}
+	const size_t BT = n->B * n->T;
+	if (!md->adapter) {
+		if (recompute && last)
+			tfm_block_recompute_module(&h.a, &h.p, h.v.x, &n->dims, n->B, n->T, h.r);
+		else
+			tfm_block_forward_half(&h.a, &h.p, h.v.x, &n->dims, n->B, n->T, h.r, TFM_PRODUCT);
+		return;
+	}
+	int keep_only = recompute && last;
+	if (md->adapter == 1) {
+		float *xa = xa32(md, io, h.v.end, 0);
+		const float *x = md->drop != ZS_NO_TENSOR ? dropout_fwd(md, io, h.lin.x, h.v.end + BT * md->r) : h.lin.x;
+		lora_forward_a(xa, x, param32(l, io, md->first, 1), BT, md->in, md->r, n->mixed);
+		if (n->mixed)
+			zs_float_to_half_n((zs_half *)(void *)io->t[md->xa], xa, BT * md->r);
+		return;
+	}
+	const struct zs_module *ma = &l->module[k - 1]; /* its lora_A: xa */
+	lora_forward_b(keep_only ? h.sc.dx : h.lin.y, xa32(ma, io, h.v.end, 1), param32(l, io, md->first, 1),
+	               n->lora_scaling, BT, md->r, md->out, keep_only ? md->out : h.lin.out, keep_only ? 0 : md->row0,
+	               n->mixed);
+	if (!last_adapter(l, k))
+		return;
+	if (!keep_only)
+		tfm_block_forward_half(&h.a, &h.p, h.v.x, &n->dims, n->B, n->T, h.r, TFM_REST);
+	if (k + 1 == l->nmodules)
+		sync16(&h.v, l, io, 0, recompute ? STEP_ACT_RES3 - 1 : STEP_NBLOCK_ACTS - 1, 0, SKIP_NONE);
+}
+
+static void block_fwd_hooked(const struct zs_layer *l, const struct zs_layer_io *io, size_t k)
+{
+	block_run_hooked(l, io, k, 0);
+}
+
+static void block_recompute_hooked(const struct zs_layer *l, const struct zs_layer_io *io, size_t k)
+{
+	block_run_hooked(l, io, k, 1);
+}
+
+static void block_bwd_hooked(const struct zs_layer *l, const struct zs_layer_io *io, size_t k)
+{
+	const struct zs_net_tfm *n = &io->net->tfm;
+	const struct zs_module *md = &l->module[k];
+	if (!md->adapter && !adapters_on(l, k)) {
+		block_bwd(l, io, k);
+		return;
+	}
+	struct hooked h;
+	hooked_setup(&h, l, io, k, 1);
+	const size_t BT = n->B * n->T;
+	if (k + 1 == l->nmodules) { /* the block's first in backward */
+		sync16(&h.v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1, SKIP_RECOMPUTED);
+		if (n->recompute == ZS_RECOMPUTE_SELECTIVE)
+			tfm_attention_recompute(&h.a, &n->dims, n->B, n->T);
+	}
+	float *dt = io->t[n->lora_scratch[STEP_LORA_DT]];
+	if (md->adapter == 2) {
+		if (last_adapter(l, k)) /* the base's first adapter in backward: the input's gradient starts here */
+			memset(h.lin.dx, 0, BT * h.lin.in * sizeof *h.lin.dx);
+		const struct zs_module *ma = &l->module[k - 1];
+		float *dB = grad32(l, io, md->first, 1);
+		lora_backward_b(dB, dt, h.lin.dy, dB != NULL ? xa32(ma, io, h.v.end, 1) : NULL, param32(l, io, md->first, 1),
+		                n->lora_scaling, BT, md->r, md->out, h.lin.out, md->row0);
+		grads_done(l, io, md->first, 1);
+		return;
+	}
+	if (md->adapter == 1) {
+		float *dA = grad32(l, io, md->first, 1), *dx = h.lin.dx;
+		const float *x = dA != NULL ? h.lin.x : NULL;
+		if (md->drop != ZS_NO_TENSOR) {
+			x = dA != NULL ? dropout_out32(md, io, h.v.end + BT * md->r) : NULL;
+			dx = io->t[n->lora_scratch[STEP_LORA_DX]];
+			memset(dx, 0, BT * md->in * sizeof *dx);
+		}
+		lora_backward_a(dx, dA, dt, x, param32(l, io, md->first, 1), BT, md->in, md->r);
+		if (md->drop != ZS_NO_TENSOR)
+			dropout_bwd(md, io, h.lin.dx, dx);
+		grads_done(l, io, md->first, 1);
+		return;
+	}
+	/* the base: frozen (LoRA's, bias none: no dW, no db), its input's
+	 * gradient added to the adapters' */
+	float *gr[TFM_SLOTS];
+	struct tfm_block_params g;
+	slots32(gr, l, io, 1, md->first, md->n);
+	tfm_block_view(&g, gr, &n->dims, (size_t)l->block);
+	matmul_backward_din_add(h.lin.dx, h.lin.dy, param32(l, io, md->first, 0), BT, h.lin.in, h.lin.out);
+	tfm_block_backward_half(&g, &h.sc, &h.a, &h.p, h.v.x, &n->dims, n->B, n->T, h.r, TFM_REST);
+	grads_done(l, io, md->first, md->n);
+}
+
 /* ---- a mixture's block ------------------------------------------------------ */
 
 /* Mixtral's, Qwen2-MoE's and Qwen3-MoE's block (engine/tfm_moe.h): the
@@ -944,7 +1108,24 @@ static void all_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
 }
 
 static const struct zs_layer_kind embed_kind = {"embedding", all_fwd, all_bwd, embed_fwd, embed_bwd, NULL, NULL, NULL};
-static const struct zs_layer_kind block_kind = {"block", all_fwd, all_bwd, block_fwd, block_bwd, NULL, block_recompute, NULL};
+/* whole (all_fwd, all_bwd over block_fwd and block_bwd), or module by
+ * module under DeepSpeed's ZeRO-3 (an adapter a module of its own) */
+static void block_all_fwd(const struct zs_layer *l, const struct zs_layer_io *io)
+{
+	for (size_t s = 0; s < l->nmodules; s++)
+		block_fwd(l, io, s);
+}
+
+static void block_all_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
+{
+	for (size_t s = 0; io->net->tfm.recompute == ZS_RECOMPUTE_FULL && s < l->nmodules; s++)
+		block_recompute(l, io, s);
+	for (size_t s = l->nmodules; s-- > 0;)
+		block_bwd(l, io, s);
+}
+
+static const struct zs_layer_kind block_kind = {"block", block_all_fwd, block_all_bwd, block_fwd_hooked,
+                                                block_bwd_hooked, NULL, block_recompute_hooked, NULL};
 static const struct zs_layer_kind head_kind = {"head", all_fwd, all_bwd, head_fwd, head_bwd, NULL, NULL, NULL};
 /* whole under every scheme but DeepSpeed's ZeRO-3, which hooks its
  * modules (its sparse-MoE block one z3 leaf) */

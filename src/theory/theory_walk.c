@@ -1015,8 +1015,17 @@ static void ds3_modules(struct ds3_fw *f, const struct theory_desc *d, enum zs_u
 	 * first module takes the rest of its layer's */
 	size_t l = 0, i = 0;
 	uint64_t *trained = zs_calloc(n + 1, sizeof *trained);
+	/* LoRA's adapters (lora_A 1, lora_B 2) and their base modules, by
+	 * the description's module (at) and as counted here */
+	int *adapter = zs_calloc(n + 1, sizeof *adapter);
+	size_t *base = zs_calloc(n + 1, sizeof *base), *at = zs_calloc(p->nmodules + 1, sizeof *at);
 	for (size_t x = 0; x < p->nmodules; x++, i++) {
 		const struct step_module *md = &p->module[x];
+		at[x] = i;
+		if (md->adapter != NULL) {
+			adapter[i] = strncmp(md->adapter, "lora_A", 6) == 0 ? 1 : 2;
+			base[i] = at[md->base];
+		}
 		size_t leaf = ds_coord_leaf(p, md->layer);
 		for (; l <= md->layer; l++)
 			f->of_layer[l] = i;
@@ -1036,8 +1045,11 @@ static void ds3_modules(struct ds3_fw *f, const struct theory_desc *d, enum zs_u
 		f->grads[i] &= trained[i] > 0;
 	}
 	f->nmodules = i;
-	ds_coord_grad_flow(i, trained, d->recompute == ZS_RECOMPUTE_FULL, f->no_grad_in);
+	ds_coord_grad_flow_lora(i, trained, d->recompute == ZS_RECOMPUTE_FULL, f->no_grad_in, adapter, base);
 	free(trained);
+	free(adapter);
+	free(base);
+	free(at);
 	for (; l <= p->nlayers; l++)
 		f->of_layer[l] = i;
 }
@@ -1063,10 +1075,16 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	}
 	ds3_modules(&f, d, unit);
 	f.desc = d;
-	/* full recompute: each block's modules are checkpointed together */
+	/* full recompute: each block's modules are checkpointed together
+	 * (LoRA's adapters, named without a block, with their base's: the
+	 * block's forward rerun calls them again) */
 	long *group = zs_calloc(f.nmodules + 1, sizeof *group);
-	for (size_t i = 0; i < f.nmodules; i++)
-		group[i] = !f.by_unit && d->recompute == ZS_RECOMPUTE_FULL ? p->module[f.src[i]].index : -1;
+	for (size_t i = 0; i < f.nmodules; i++) {
+		const struct step_module *md = &p->module[f.src[i]];
+		if (md->adapter != NULL)
+			md = &p->module[md->base];
+		group[i] = !f.by_unit && d->recompute == ZS_RECOMPUTE_FULL ? md->index : -1;
+	}
 	f.d = ds_coord_new_recompute(tn, p->ntensors, f.first, f.count, f.nmodules, group, f.no_grad_in, c, world);
 	free(group);
 	size_t npersist = 0;

@@ -915,10 +915,10 @@ static int check_step_unit(const struct zs_config *c, char **cause)
  * tests/ft_fsdp_lora.sh); its other keys only with it. */
 /* --lora-r under the paper's step and DeepSpeed's own (docs/finetune.md,
  * "LoRA under the paper's schedule and DeepSpeed's own step"; the latter
- * dp, ZeRO-1 and ZeRO-2 without offload): fp32 or mixed, with or
+ * dp, ZeRO-1, ZeRO-2 and ZeRO-3 without offload): fp32 or mixed, with or
  * without the adapters' dropout (drawn as the PyTorch step's,
  * engine/tfm_net.c), no 4-bit base, built so far; the model's part (a
- * mixture, --unit model, zero3 at N > 1) is util/lora.h's
+ * mixture, --unit model, the paper's zero3 at N > 1) is util/lora.h's
  * zs_lora_paper_check. */
 static int check_lora_paper(const struct zs_config *c, char **cause)
 {
@@ -932,13 +932,10 @@ static int check_lora_paper(const struct zs_config *c, char **cause)
 	if (c->framework != ZS_FW_DEEPSPEED)
 		return 0;
 	/* DeepSpeed's own step (docs/finetune.md, "LoRA under DeepSpeed's
-	 * own step"): dp, ZeRO-1 and ZeRO-2 on the device, as its --freeze
-	 * (the same frozen layout: the base a frozen tensor of each unit) */
-	for (size_t i = 0; i < c->nschemes; i++)
-		if (c->schemes[i] == ZS_ZERO3)
-			return zs_fail(cause, "--lora-r under --framework deepspeed --schemes zero3: stage 3's coordinator with "
-			               "frozen adapters is not built in zerosim's own step (give dp, zero1 or zero2, or "
-			               "--wrapper deepspeed)");
+	 * own step", "LoRA under DeepSpeed's ZeRO-3"): dp, ZeRO-1, ZeRO-2
+	 * and ZeRO-3 on the device, as its --freeze (the same frozen layout:
+	 * the base a frozen tensor of each unit; ZeRO-3's each tensor's own
+	 * partition, each adapter a module of the coordinator's) */
 	if (c->offload != ZS_OFFLOAD_NONE)
 		return zs_fail(cause, "--lora-r under --framework deepspeed with --offload %s: not described yet (give "
 		               "--offload none)", zs_offload_name(c->offload));

@@ -203,14 +203,23 @@ static void setup(struct ds_coord *d, const uint64_t *n, size_t nt, const size_t
 		}
 }
 
-void ds_coord_grad_flow(size_t nmod, const uint64_t *trained, int input_grad, int *no_grad_in)
+void ds_coord_grad_flow_lora(size_t nmod, const uint64_t *trained, int input_grad, int *no_grad_in,
+                             const int *adapter, const size_t *base)
 {
 	int flow = 0; /* the running output needs grad */
+	int *in = zs_calloc(nmod + 1, sizeof *in); /* whether module m's input needs grad */
 	for (size_t m = 0; m < nmod; m++) {
-		int table = no_grad_in[m];
-		no_grad_in[m] = flow && !table ? 0 : trained[m] > 0 ? 1 : 2;
+		int table = no_grad_in[m], kind = adapter != NULL ? adapter[m] : 0;
+		in[m] = kind == 1 ? in[base[m]] : kind == 2 ? in[m - 1] || trained[m - 1] > 0 : flow && !table;
+		no_grad_in[m] = in[m] ? 0 : trained[m] > 0 ? 1 : 2;
 		flow |= trained[m] > 0 || (table && input_grad);
 	}
+	free(in);
+}
+
+void ds_coord_grad_flow(size_t nmod, const uint64_t *trained, int input_grad, int *no_grad_in)
+{
+	ds_coord_grad_flow_lora(nmod, trained, input_grad, no_grad_in, NULL, NULL);
 }
 
 void ds_coord_free(struct ds_coord *d)

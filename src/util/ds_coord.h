@@ -90,6 +90,18 @@ void ds_coord_free(struct ds_coord *d);
  * training, and none its post-backward hook, their input needing no
  * grad; docs/schedule.md, "Frozen parameters under DeepSpeed"). */
 void ds_coord_grad_flow(size_t nmod, const uint64_t *trained, int input_grad, int *no_grad_in);
+/* The same with LoRA's adapters among the modules (util/lora.h): PEFT's
+ * lora_A reads its base layer's input, not the running output, and
+ * lora_B lora_A's output; adapter[m] is 1 for a lora_A, 2 for a lora_B, 0
+ * for a module of the chain, and base[m] an adapter's base module (its
+ * index among the nmod). So a lora_A whose base's input needs no grad
+ * (a q_proj over block 0's norm, the embeddings frozen) gets its
+ * pre-backward hook only (1), as DeepSpeed's lora_A module does there,
+ * and its lora_B (whose input, lora_A's output, needs grad) 0. The
+ * output after a base and its adapters needs grad where any of them
+ * trains or the base's input needed it. NULL adapter: the chain. */
+void ds_coord_grad_flow_lora(size_t nmod, const uint64_t *trained, int input_grad, int *no_grad_in,
+                             const int *adapter, const size_t *base);
 /* A step's start (step 1 records the trace); `gathered` starts again. */
 void ds_coord_begin_step(struct ds_coord *d, unsigned step);
 /* A micro-step's start under gradient accumulation, before the

@@ -257,13 +257,13 @@ int zs_lora_paper_check(const struct zs_config *c, const struct zs_model *m, cha
 	if (!zs_lora_engine(c))
 		return 0;
 	if (m == NULL)
-		return zs_fail(cause, "--lora-r under --framework paper: only with --model (a transformer: the MLP has no "
-		                      "linear layers PEFT names)");
+		return zs_fail(cause, "--lora-r under --framework %s: only with --model (a transformer: the MLP has no "
+		                      "linear layers PEFT names)", zs_framework_name(c->framework));
 	/* the adapters start as the PyTorch step's (engine.c), which runs no
 	 * gemma with LoRA yet */
 	if (m->experts > 0 || m->gemma)
-		return zs_fail(cause, "--lora-r under --framework paper: %s (a %s) is not run with adapters yet (give "
-		                      "--framework torch%s)", m->name, m->experts > 0 ? "mixture of experts" : m->model_type,
+		return zs_fail(cause, "--lora-r under --framework %s: %s (a %s) is not run with adapters yet (give "
+		                      "--framework torch%s)", zs_framework_name(c->framework), m->name, m->experts > 0 ? "mixture of experts" : m->model_type,
 		               m->experts > 0 ? "" : ", which refuses it too");
 	struct step_params p;
 	if (zs_lora_step_params(&p, m, m, c, cause) != 0)
@@ -278,12 +278,15 @@ int zs_lora_paper_check(const struct zs_config *c, const struct zs_model *m, cha
 			                     "lora_A then lora_B in the modules' order: freeze all of a block's, or those at "
 			                     "the start or the end of its run; docs/finetune.md)", c->freeze);
 		else if (run == NULL)
-			bad = zs_fail(cause, "--lora-r under --framework paper --unit model: each block's adapters are its "
+			bad = zs_fail(cause, "--lora-r under --framework %s --unit model: each block's adapters are its "
 			                     "layer's tail, runs apart in the flat vector (docs/finetune.md): give --unit "
-			                     "layer");
+			                     "layer", zs_framework_name(c->framework));
 		free(run);
 	}
-	for (size_t i = 0; !bad && i < c->nschemes; i++)
+	/* DeepSpeed's ZeRO-3 partitions each tensor on its own
+	 * (partition_parameters.py), a frozen one too: no unit is sharded
+	 * whole (docs/finetune.md, "LoRA under DeepSpeed's ZeRO-3") */
+	for (size_t i = 0; !bad && c->framework == ZS_FW_PAPER && i < c->nschemes; i++)
 		for (size_t w = 0; !bad && w < c->nworld; w++)
 			if (c->schemes[i] == ZS_ZERO3 && c->world[w] > 1)
 				bad = zs_fail(cause, "--lora-r under --framework paper --schemes zero3 at N = %u: a block's unit "
