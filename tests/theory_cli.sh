@@ -330,6 +330,15 @@ grep -Eq '^ +1  dp .* yes +yes  48 \+$' "$tmp/out" ||
 grep -q '^+ the largest micro-batch torch.s exact step describes, not the most that fits: at micro-batch 49 (--torch-device cuda: .*3,072 tokens' "$tmp/out" ||
 	fail "cuda's token limit: no note of micro-batch 49's refusal"
 
+# DeepSpeed's ZeRO-3 fetches a mixture's sparse-MoE block as one z3 leaf:
+# Mixtral-8x7B's, by hand from its config, 8 experts x 3 x 4096 x 14336
+# (w1, w2, w3) + the router's 4096 x 8 = 1,409,318,912 elements, 5.64 GB
+# with its fp16 grads (4 B an element).
+"$zerosim" theory --model mixtral-8x7b --world 8 --framework deepspeed --schemes zero3 --seq 64 >"$tmp/out" 2>"$tmp/err" ||
+	fail "mixtral-8x7b under deepspeed: $(cat "$tmp/err")"
+grep -q "one z3 leaf (set_z3_leaf_modules), 1,409,318,912 elements fetched together, 5.64 GB" "$tmp/out" ||
+	fail "mixtral-8x7b under deepspeed: no z3 leaf line of 1,409,318,912 elements"
+
 # --device-mem's "what would fit" walks every N up to 65,536 where micro-batch
 # 1 fits none: torch's zero1 (ZeroRedundancyOptimizer's whole-tensor
 # partition) must not cost N per tensor at each N (it took minutes, and

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 
 #include "theory/theory.h"
+#include "util/ds_coord.h"
 #include "util/buf.h"
 #include "util/lora.h"
 #include "util/step.h"
@@ -501,7 +502,22 @@ static void units_text(struct zs_buf *t, const struct theory_request *req, enum 
 		with_grads = pk.states.gathered_params + pk.states.full_grads;
 	}
 	zs_buf_printf(t, ": ZeRO-3 gathers it whole, %s with its grads%s\n", amount(v, sizeof v, with_grads),
-	              zs_config_trains_part(req->config) ? " (the trained elements' alone)" : "");
+	              zs_config_trains_part(req->config) ? " (the trained elements' alone)" : "");	/* DeepSpeed's ZeRO-3 fetches by module, not by zerosim's unit: a
+	 * mixture's sparse-MoE block is one z3 leaf (util/ds_coord.h
+	 * ds_coord_leaf), the most it fetches at once */
+	const struct step_params *p = &req->desc->params;
+	if (req->config->framework == ZS_FW_DEEPSPEED && m->experts > 0) {
+		uint64_t leaf_n = 0;
+		for (size_t l = 0; l < p->nlayers && leaf_n == 0; l++)
+			for (size_t x = ds_coord_leaf(p, l); x < p->nmodules && p->module[x].layer == l; x++)
+				for (size_t i = p->module[x].first; i < p->module[x].first + p->module[x].n; i++)
+					leaf_n += p->tensor[i].numel;
+		if (leaf_n > 0)
+			zs_buf_printf(t, "  DeepSpeed's ZeRO-3 fetches by module: a block's sparse-MoE block (router and "
+			              "experts) is one z3 leaf (set_z3_leaf_modules), %s elements fetched together, %s with "
+			              "its grads; the attention's modules apart\n",
+			              theory_grouped(n1, sizeof n1, (double)leaf_n), amount(v, sizeof v, leaf_n * (b.p + b.g)));
+	}
 }
 
 /* Under --framework torch or deepspeed a transformer's headline is the
