@@ -1218,6 +1218,17 @@ EOF_
 bad_theory "--precision amp-bf16: autocast with --attn sdpa and --wrapper fsdp is not described yet (give --attn eager)" \
 	--framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper fsdp --world 2 --schemes zero3 \
 	--precision amp-bf16 --torch-device cpu --attn sdpa --torch-version 2.6
+# (not compared with 2.6 yet: ZeroRedundancyOptimizer, dropped logits,
+# LoRA checkpointed)
+bad_theory "--precision amp-bf16: autocast with --attn sdpa and ZeroRedundancyOptimizer is not described yet" \
+	--framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper ddp --world 2 --schemes zero1 \
+	--precision amp-bf16 --torch-device cpu --attn sdpa --torch-version 2.6
+bad_theory "--precision amp-bf16: autocast with --attn sdpa and --logits dropped is not described yet" \
+	--framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper none --world 1 --logits dropped \
+	--precision amp-bf16 --torch-device cpu --attn sdpa --torch-version 2.6
+bad_theory "--precision amp-bf16: autocast with --attn sdpa and --lora-r and --recompute full is not described yet" \
+	--framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper none --world 1 --lora-r 4 --recompute full \
+	--precision amp-bf16 --torch-device cpu --attn sdpa --torch-version 2.6
 sed 's/"attn_pdrop": 0.0/"attn_pdrop": 0.1/' "$tmp/tiny-nodrop.json" >"$tmp/tiny-adrop.json"
 # (gpt2's and a llama's with fewer k/v heads run: tests/hf_torch.sh torch26)
 try 0 "" theory --out "$tmp/adrop.json" --framework torch --model "$tmp/tiny-adrop.json" --seq 8 --wrapper none --world 1 \
@@ -1225,6 +1236,9 @@ try 0 "" theory --out "$tmp/adrop.json" --framework torch --model "$tmp/tiny-adr
 bad_theory "--attn sdpa: attention dropout (attn_pdrop 0.1: SDPA's math path) with --recompute full is not described yet" \
 	--framework torch --model "$tmp/tiny-adrop.json" --seq 8 --wrapper none --world 1 --precision fp32 \
 	--torch-device cpu --attn sdpa --torch-version 2.6 --recompute full
+bad_theory "--attn sdpa: attention dropout (attn_pdrop 0.1: SDPA's math path) with --logits dropped is not described yet" \
+	--framework torch --model "$tmp/tiny-adrop.json" --seq 8 --wrapper none --world 1 --precision fp32 \
+	--torch-device cpu --attn sdpa --torch-version 2.6 --logits dropped
 bad_theory "--attn sdpa: attention dropout (attn_pdrop 0.1: SDPA's math path) under --wrapper fsdp is not described yet" \
 	--framework torch --model "$tmp/tiny-adrop.json" --seq 8 --wrapper fsdp --world 2 --schemes zero3 --precision fp32 \
 	--torch-device cpu --attn sdpa --torch-version 2.6

@@ -339,6 +339,17 @@ grep -q '^+ the largest micro-batch torch.s exact step describes, not the most t
 grep -q "one z3 leaf (set_z3_leaf_modules), 1,409,318,912 elements fetched together, 5.64 GB" "$tmp/out" ||
 	fail "mixtral-8x7b under deepspeed: no z3 leaf line of 1,409,318,912 elements"
 
+# --params's N list (the paper's 1, 4, 16, ... 1024) holds with a spec that
+# gives no world, as without one (formats.md: a key the file leaves out
+# keeps the command line's default)
+printf '{"format": "zerosim-sweep/4", "steps": 3}\n' >"$tmp/steps.json"
+"$zerosim" theory --params 1e9 --spec "$tmp/steps.json" --out "$tmp/p.json" >/dev/null 2>"$tmp/err" &&
+	python3 -c "import json,sys; w=sorted({r['world'] for r in json.load(open(sys.argv[1]))['rows']}); sys.exit(w != [1, 4, 16, 64, 256, 1024])" "$tmp/p.json" ||
+	fail "--params with a spec that gives no world: not the paper's N list $(cat "$tmp/err")"
+# the z3 leaf line only where a zero3 row is asked
+"$zerosim" theory --model mixtral-8x7b --world 8 --framework deepspeed --schemes zero1 --seq 64 >"$tmp/out" 2>&1
+grep -q 'z3 leaf' "$tmp/out" && fail "mixtral-8x7b deepspeed zero1: a z3 leaf line without a zero3 row"
+
 # --device-mem's "what would fit" walks every N up to 65,536 where micro-batch
 # 1 fits none: torch's zero1 (ZeroRedundancyOptimizer's whole-tensor
 # partition) must not cost N per tensor at each N (it took minutes, and

@@ -693,8 +693,8 @@ int zs_cmd_measure(int argc, char **argv)
 		goto fail;
 	int lora_paper = zs_lora_engine(&c);
 	if (lora_paper && (case_path != NULL || write_case != NULL)) {
-		zs_fail(&cause, "--lora-r under --framework paper with %s: the case's weights are the base's alone (give "
-		        "--framework torch)", case_path != NULL ? "--case" : "--write-case");
+		zs_fail(&cause, "--lora-r under --framework %s with %s: the case's weights are the base's alone (give "
+		        "--framework torch)", zs_framework_name(c.framework), case_path != NULL ? "--case" : "--write-case");
 		goto fail;
 	}
 	if ((c.freeze[0] || lora_paper) && (c.framework == ZS_FW_PAPER || c.framework == ZS_FW_DEEPSPEED) && mpi) {

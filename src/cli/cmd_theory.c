@@ -756,7 +756,7 @@ int zs_cmd_theory(int argc, char **argv)
 			cause = zs_strdup("--params and --layers exclude each other: give the shape or the count");
 			goto bad;
 		}
-		if (!zs_opts_sets(args, nargs, "world") && spec == NULL) {
+		if (!(config.given & ZS_KEY_BIT(ZS_KEY_WORLD))) { /* nor the command line nor a spec's key */
 			config.nworld = sizeof paper_worlds / sizeof paper_worlds[0];
 			memcpy(config.world, paper_worlds, sizeof paper_worlds);
 		}

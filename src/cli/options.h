@@ -158,9 +158,10 @@ struct zs_opt {
 	"                         ddp, fsdp, deepspeed zero1 or zero2 in fp32, or\n" \
 	"                         --framework paper) the adapters it names\n" \
 	"                         (blocks:0-0: block 0's)\n" \
-	"      --lora-r R         --wrapper none, ddp (dp, zero1), fsdp (1.13) or\n" \
-	"                         deepspeed, or --framework paper (fp32 or mixed,\n" \
-	"                         --unit layer; zero3 at N = 1): LoRA\n" \
+	"      --lora-r R         --wrapper none, ddp (dp, zero1), fsdp or deepspeed\n" \
+	"                         (zero1, zero2), --framework deepspeed (dp to\n" \
+	"                         zero3, --unit layer, no offload) or paper (fp32\n" \
+	"                         or mixed, --unit layer; its zero3 at N = 1): LoRA\n" \
 	"                         of rank R over --lora-targets T (all-linear or\n" \
 	"                         module names; default PEFT's by model_type: gpt2's\n" \
 	"                         c_attn, llama's, mistral's, mixtral's, the gemmas'\n" \

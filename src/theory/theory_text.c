@@ -502,11 +502,15 @@ static void units_text(struct zs_buf *t, const struct theory_request *req, enum 
 		with_grads = pk.states.gathered_params + pk.states.full_grads;
 	}
 	zs_buf_printf(t, ": ZeRO-3 gathers it whole, %s with its grads%s\n", amount(v, sizeof v, with_grads),
-	              zs_config_trains_part(req->config) ? " (the trained elements' alone)" : "");	/* DeepSpeed's ZeRO-3 fetches by module, not by zerosim's unit: a
+	              zs_config_trains_part(req->config) ? " (the trained elements' alone)" : "");
+	/* DeepSpeed's ZeRO-3 fetches by module, not by zerosim's unit: a
 	 * mixture's sparse-MoE block is one z3 leaf (util/ds_coord.h
 	 * ds_coord_leaf), the most it fetches at once */
 	const struct step_params *p = &req->desc->params;
-	if (req->config->framework == ZS_FW_DEEPSPEED && m->experts > 0) {
+	int zero3 = 0;
+	for (size_t i = 0; i < req->config->nschemes; i++)
+		zero3 |= req->config->schemes[i] == ZS_ZERO3;
+	if (req->config->framework == ZS_FW_DEEPSPEED && m->experts > 0 && zero3) {
 		uint64_t leaf_n = 0;
 		for (size_t l = 0; l < p->nlayers && leaf_n == 0; l++)
 			for (size_t x = ds_coord_leaf(p, l); x < p->nmodules && p->module[x].layer == l; x++)

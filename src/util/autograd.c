@@ -7694,11 +7694,16 @@ static int amp_check(const struct zs_model *m, const struct ag_options *o, char 
 	 * ft_lora.sh), checkpointed too (the rerun under no_grad keeps
 	 * nothing: the casts go as the op returns). The math path (fewer k/v
 	 * heads: its autocast dtypes are not traced), QLoRA's fp32 v (4-bit
-	 * v_proj) and FSDP's views of the flat parameter are not. */
+	 * v_proj) and FSDP's views of the flat parameter are not, nor (not
+	 * compared with 2.6 yet) ZeroRedundancyOptimizer, dropped logits and
+	 * LoRA checkpointed. */
 	if (o->attn == ZS_ATTN_SDPA) {
 		const char *no = m->kv_heads != m->heads ? "fewer k/v heads than heads (SDPA's math path)"
 		                 : o->quant_nf4 ? "--quant-base nf4 (a 4-bit v_proj's fp32 v)"
 		                 : o->amp_param_views ? "--wrapper fsdp"
+		                 : o->zero1_world ? "ZeroRedundancyOptimizer"
+		                 : o->drop_logits ? "--logits dropped"
+		                 : o->lora_r && o->recompute ? "--lora-r and --recompute full"
 		                                : NULL;
 		if (no)
 			return refuse(cause, "--precision amp-bf16: autocast with --attn sdpa and %s is not described yet "
@@ -7959,6 +7964,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		                 : o->freeze && *o->freeze ? "--freeze"
 		                 : o->grad_accum > 1  ? "--grad-accum above 1"
 		                 : o->zero1_world     ? "ZeroRedundancyOptimizer"
+		                 : o->drop_logits     ? "--logits dropped"
 		                                      : NULL;
 		if (no)
 			return refuse(cause, "--attn sdpa: attention dropout (attn_pdrop %g: SDPA's math path) with %s is not "
