@@ -112,29 +112,12 @@ else
 fi
 
 # 4. Refused
-refuse() { # WANT OPTIONS...
-	want=$1
-	shift
-	for cmd in measure theory; do
-		rm -f "$tmp/o.json"
-		# shellcheck disable=SC2086
-		"$zerosim" $cmd --model "$llama" --seq 16 --batch 2 --lora-r 4 --framework deepspeed --schemes zero3 \
-			--world 2 "$@" --out "$tmp/o.json" >/dev/null 2>"$tmp/err"
-		rc=$?
-		if [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "$want" "$tmp/err" && [ ! -e "$tmp/o.json" ]
-		then
-			echo "ok: $cmd $* refused: $(cat "$tmp/err")"
-		else
-			echo "$name: FAIL: $cmd $*: exit $rc, stderr: $(cat "$tmp/err")" >&2
-			status=1
-		fi
-	done
-}
-refuse "with --offload params: not described" --unit layer --offload params
-refuse "with --wrapper deepspeed --schemes zero3: not built yet" --wrapper deepspeed --torch-version 1.13 \
+fz_refuse_with="--lora-r 4 --framework deepspeed --schemes zero3 --world 2"
+fz_refuse "with --offload params: not described" --unit layer --offload params
+fz_refuse "with --wrapper deepspeed --schemes zero3: not built yet" --wrapper deepspeed --torch-version 1.13 \
 	--torch-device cpu
-refuse "give --unit layer" --unit model
-refuse "frozen adapters" --unit layer --freeze blocks:0-0
-refuse "the 4-bit base is the PyTorch step's alone" --unit layer --quant-base nf4
+fz_refuse "give --unit layer" --unit model
+fz_refuse "frozen adapters" --unit layer --freeze blocks:0-0
+fz_refuse "the 4-bit base is the PyTorch step's alone" --unit layer --quant-base nf4
 echo "$name: $configs configurations, $points points of theory = measure"
 exit $status

@@ -325,11 +325,8 @@ try() {
 	[ "$(cat "$keep")" = kept ] || fail "$* changed $keep"
 	n=$((n + 1))
 }
-cat >"$tmp/mix.json" <<'JSON'
-{"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
- "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 64, "max_position_embeddings": 32,
- "num_local_experts": 4, "num_experts_per_tok": 2, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0}
-JSON
+. "${srcdir:-.}/tests/moe_configs.sh"
+moe_configs "$tmp" && cp "$tmp/mixtral.json" "$tmp/mix.json"
 cat >"$tmp/qw.json" <<'JSON'
 {"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
  "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 64, "max_position_embeddings": 32}

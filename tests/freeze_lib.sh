@@ -1,4 +1,4 @@
-# freeze_lib.sh — what tests/paper_freeze_tfm.sh, tests/paper_lora.sh and
+# freeze_lib.sh — what tests/paper_freeze_tfm.sh, tests/paper_lora.sh, ds3_lora.sh and
 # tests/ds_freeze.sh share (sourced after tests/ft_lib.sh, with name, tmp,
 # zerosim and status set; it sets gpt2 and llama, report/models'
 # gpt2-tiny.json and llama-tiny.json):
@@ -45,6 +45,9 @@
 # fz_bits FREEZE OPTIONS...: the weights digest and losses of --recompute
 #   none, selective and full (full runs every block's backward, none skips
 #   those below the first trainable tensor) are the same, 3 steps.
+# fz_refuse WANT OPTIONS...: measure and theory of llama-tiny at --seq 16
+#   --batch 2 with $fz_refuse_with (word-split) and OPTIONS are refused:
+#   exit 2, one line of stderr holding WANT, no output file.
 # POSIX sh, as the tests.
 agree=$top/tests/json_agree
 [ -x "$agree" ] || { echo "$name: $agree is not built" >&2; exit 99; }
@@ -276,4 +279,23 @@ fz_bits() {
 		echo "$name: FAIL: bits, --freeze $fz $*: the weights or losses differ between recompute modes" >&2
 		status=1
 	fi
+}
+
+fz_refuse() {
+	want=$1
+	shift
+	for cmd in measure theory; do
+		rm -f "$tmp/o.json"
+		# shellcheck disable=SC2086
+		"$zerosim" $cmd --model "$llama" --seq 16 --batch 2 $fz_refuse_with "$@" --out "$tmp/o.json" \
+			>/dev/null 2>"$tmp/err"
+		rc=$?
+		if [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "$want" "$tmp/err" && [ ! -e "$tmp/o.json" ]
+		then
+			echo "ok: $cmd $* refused: $(cat "$tmp/err")"
+		else
+			echo "$name: FAIL: $cmd $*: exit $rc, stderr: $(cat "$tmp/err")" >&2
+			status=1
+		fi
+	done
 }

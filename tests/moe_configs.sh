@@ -1,4 +1,5 @@
-# moe_configs — sourced by tests/ds_moe_wrapper.sh and ds_moe_torch.sh:
+# moe_configs — sourced by tests/ds_moe_wrapper.sh, ds_moe_torch.sh, ds_torch.sh,
+# qwen_moe.sh and qwen3_moe.sh:
 # moe_configs DIR writes into DIR the tiny mixtures they run: mixtral.json
 # (tests/moe_lib.sh's: d 64, F 96, 2 blocks, 4 experts, top 2),
 # qwen2_moe.json (tests/qwen_moe.sh's, its shared expert 80 wide) and

@@ -262,32 +262,17 @@ else
 fi
 
 # 5. Refused: one line, exit 2, no file.
-refuse() {
-	want=$1
-	shift
-	for cmd in measure theory; do
-		rm -f "$tmp/o.json"
-		"$zerosim" $cmd --model "$llama" --seq 16 --batch 2 --lora-r 4 "$@" --out "$tmp/o.json" >/dev/null 2>"$tmp/err"
-		rc=$?
-		if [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "$want" "$tmp/err" && [ ! -e "$tmp/o.json" ]
-		then
-			echo "ok: $cmd $* refused: $(cat "$tmp/err")"
-		else
-			echo "$name: FAIL: $cmd $*: exit $rc, stderr: $(cat "$tmp/err")" >&2
-			status=1
-		fi
-	done
-}
-refuse "give --unit layer" --precision fp32 --unit model
-refuse "zero3 at N = 2" --precision fp32 --schemes zero3 --world 2 --unit layer
-refuse "precision amp-bf16 is not run with adapters" --precision amp-bf16 --unit layer
-refuse "under --framework paper: its term 'embeddings' matches no adapter" --precision fp32 --freeze embeddings --unit layer
-refuse "freezes every one of llama-tiny's 8 adapter tensors" --precision fp32 --freeze blocks:0-1 --unit layer
-refuse "trainable adapters are not one run" --precision fp32 --lora-targets all-linear --freeze '*.v_proj.lora_*' \
+fz_refuse_with="--lora-r 4"
+fz_refuse "give --unit layer" --precision fp32 --unit model
+fz_refuse "zero3 at N = 2" --precision fp32 --schemes zero3 --world 2 --unit layer
+fz_refuse "precision amp-bf16 is not run with adapters" --precision amp-bf16 --unit layer
+fz_refuse "under --framework paper: its term 'embeddings' matches no adapter" --precision fp32 --freeze embeddings --unit layer
+fz_refuse "freezes every one of llama-tiny's 8 adapter tensors" --precision fp32 --freeze blocks:0-1 --unit layer
+fz_refuse "trainable adapters are not one run" --precision fp32 --lora-targets all-linear --freeze '*.v_proj.lora_*' \
 	--unit layer
-refuse "deepspeed with --offload optimizer: not described" --precision fp32 --framework deepspeed --schemes zero2 \
+fz_refuse "deepspeed with --offload optimizer: not described" --precision fp32 --framework deepspeed --schemes zero2 \
 	--offload optimizer --world 2
-refuse "no linear layer of llama-tiny matches" --precision fp32 --lora-targets lm_head --unit layer
+fz_refuse "no linear layer of llama-tiny matches" --precision fp32 --lora-targets lm_head --unit layer
 # 6. The report of a paper LoRA run (its transformer section's LoRA
 # paragraph, Ψ_t the adapters'): tests/report_lora.sh.
 echo "$name: $configs configurations, $points points of theory = measure; $checked loss comparisons"

@@ -43,12 +43,8 @@
 name=qwen3_moe
 needs="${ZS_BUILDDIR:-.}/tests/moe_model_dump ${ZS_BUILDDIR:-.}/tests/json_agree"
 . "${srcdir:-.}/tests/moe_lib.sh"
-cat >"$tmp/config.json" <<'JSON'
-{"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
- "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 16, "vocab_size": 64, "max_position_embeddings": 32,
- "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 48, "norm_topk_prob": true,
- "decoder_sparse_step": 1, "mlp_only_layers": [], "rms_norm_eps": 1e-06, "rope_theta": 1000000.0}
-JSON
+. "${srcdir:-.}/tests/moe_configs.sh"
+moe_configs "$tmp" && cp "$tmp/qwen3_moe.json" "$tmp/config.json"
 
 ZS_MOE_CONFIG=$tmp/config.json sh "${srcdir:-.}/tests/moe_step.sh" || fail "tests/moe_step.sh on the tiny qwen3_moe"
 ZS_MOE_CONFIG=$tmp/config.json sh "${srcdir:-.}/tests/ds_moe.sh" || fail "tests/ds_moe.sh on the tiny qwen3_moe"

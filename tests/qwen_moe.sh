@@ -30,12 +30,8 @@
 name=qwen_moe
 needs="${ZS_BUILDDIR:-.}/tests/moe_model_dump ${ZS_BUILDDIR:-.}/tests/json_agree"
 . "${srcdir:-.}/tests/moe_lib.sh"
-cat >"$tmp/config.json" <<'JSON'
-{"model_type": "qwen2_moe", "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
- "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 64, "max_position_embeddings": 32,
- "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 48, "shared_expert_intermediate_size": 80,
- "norm_topk_prob": false, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0}
-JSON
+. "${srcdir:-.}/tests/moe_configs.sh"
+moe_configs "$tmp" && cp "$tmp/qwen2_moe.json" "$tmp/config.json"
 
 # the training: tests/moe_step.sh's checks on this config
 ZS_MOE_CONFIG=$tmp/config.json sh "${srcdir:-.}/tests/moe_step.sh" || fail "tests/moe_step.sh on the tiny qwen2_moe"
