@@ -135,6 +135,6 @@ refuse "with --wrapper deepspeed --schemes zero3: not built yet" --wrapper deeps
 	--torch-device cpu
 refuse "give --unit layer" --unit model
 refuse "frozen adapters" --unit layer --freeze blocks:0-0
-refuse "the 4-bit base is the PyTorch step's alone" --unit layer --quant-base nf4
+refuse "--quant-base nf4 under --framework deepspeed --schemes zero3: not built" --unit layer --quant-base nf4
 echo "$name: $configs configurations, $points points of theory = measure"
 exit $status
