@@ -320,6 +320,22 @@ for row in "fp32 4 off" "fp32 4 on" "mixed 2 off"; do
 		status=1
 	fi
 done
+# and the peak (dp N = 1, fp32: the loss's backward, the dequantized
+# scratch held from the forward's start to the backward's end): the
+# LoRA run's less the same weights' difference plus that scratch, the
+# largest 4-bit tensor, gate and up fused (the step's one product reads
+# both), 2 · 176 · 64 fp32 elements
+peak() { tr -d ' \n\t' <"$tmp/r.json" | grep -o '"peak_bytes":[0-9]*' | head -1 | cut -d: -f2; }
+resident --lora-r 4 >/dev/null
+p0=$(peak)
+resident --lora-r 4 --quant-base nf4 >/dev/null
+got=$(peak) want=$((p0 - 4 * 92160 + $(nf4_held off) + 4 * 2 * 176 * 64))
+if [ "$got" = "$want" ]; then
+	echo "ok: peak with --lora-r 4 --quant-base nf4: $got = $p0 - 4 · 92,160 + $(nf4_held off) + 4 · 22,528"
+else
+	echo "$name: FAIL: peak with --lora-r 4 --quant-base nf4: $got, by hand $want" >&2
+	status=1
+fi
 
 # 5. Refused: one line, exit 2, no file.
 refuse() {
