@@ -1162,11 +1162,8 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, const st
 	for (size_t u = 0; u < npieces; u++)
 		for (unsigned k = 0; k < N; k++) {
 			struct zs_slice all = final_weights(r, k, u);
-			/* the params' runs between a 4-bit base's weights (all of it without) */
-			for (size_t e = all.first, n; weights_buf(r) == ZS_BUF_PARAMS && r->layout.nholes > 0
-			                                      ? (n = layout_held(&r->layout, &e, all.first + all.count)) > 0
-			                                      : (n = all.count) > 0 && e == all.first;
-			     e += n) {
+			/* the runs between a 4-bit base's weights (all of it without) */
+			for (size_t e = all.first, n; (n = layout_held(&r->layout, &e, all.first + all.count)) > 0; e += n) {
 				struct zs_slice sl = {e, n, all.at + (e - all.first)};
 				const float *w = k >= r->r1 && rec->weights != 0 ? record_losses(rec, k) + steps + sl.at
 				                                                 : run_at(r, k, weights_buf(r), sl.at);
