@@ -118,6 +118,6 @@ fz_refuse "with --wrapper deepspeed --schemes zero3: not built yet" --wrapper de
 	--torch-device cpu
 fz_refuse "give --unit layer" --unit model
 fz_refuse "frozen adapters" --unit layer --freeze blocks:0-0
-fz_refuse "the 4-bit base is the PyTorch step's alone" --unit layer --quant-base nf4
+fz_refuse "--quant-base nf4 under --framework deepspeed --schemes zero3: not built" --unit layer --quant-base nf4
 echo "$name: $configs configurations, $points points of theory = measure"
 exit $status

@@ -81,6 +81,17 @@ fz_agree --model "$llama" --lora-r 4 --lora-targets all-linear --freeze '*.q_pro
 	--precision fp32 --world 1,2 --schemes dp,zero2 --unit layer --recompute full
 fz_agree --model "$gpt2" --lora-r 4 --lora-targets all-linear --freeze blocks:0-0 --precision fp32 --world 1 --schemes zero3 \
 	--unit layer
+# QLoRA's 4-bit base (--quant-base nf4, s51; refused on 45b324dd): the
+# base in bitsandbytes' bytes whole on every rank, in no buffer of the
+# scheme's; each module's product reads its weight dequantized into one
+# scratch (util/nf4.h's nf4_step_buffers)
+fz_agree --model "$llama" --lora-r 4 --quant-base nf4 --precision fp32 --world 1,2,3 --schemes dp,zero1,zero2 --unit layer
+fz_agree --model "$gpt2" --lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --precision mixed \
+	--grad-accum 2 --world 1,2,3 --schemes dp,zero1,zero2 --unit layer --recompute full
+fz_agree --model "$llama" --lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --precision fp32 \
+	--world 1 --schemes zero3 --unit layer --recompute selective
+fz_agree --model "$llama" --lora-r 4 --quant-base nf4 --double-quant on --precision mixed --grad-accum 2 --world 1 \
+	--schemes zero3 --unit layer
 
 # 2. The losses against the PyTorch step's (tests/freeze_lib.sh's fz_train).
 for model in gpt2 llama; do
@@ -160,6 +171,28 @@ lora_control() { # OPTION...: the PyTorch step's alone
 }
 lora_control --lora-dropout 0.5
 lora_control --freeze blocks:0-0
+# QLoRA's 4-bit base (s51): the paper's step and DeepSpeed's own, theory =
+# measure (DeepSpeed's dp, ZeRO-1 and ZeRO-2: the base in no flat group,
+# as its requires_grad=False Params4bit; ZeRO-3 refused, part 5), and the
+# losses the PyTorch step's QLoRA (PyTorch 2.6: bitsandbytes 0.47.0 needs
+# torch >= 2.2; held to PyTorch 2.6 by tests/ft_lora.sh torch26's "QLoRA"
+# rows): the same NF4 codes and absmax, dequantized the same (seen: 0,
+# bit for bit; 8.6e-8 on a double-quantized all-linear llama's third step)
+fz_agree --model "$llama" --framework deepspeed --lora-r 4 --quant-base nf4 --double-quant on --precision fp32 \
+	--world 1,2,3 --schemes dp,zero1,zero2 --unit layer
+fz_agree --model "$gpt2" --framework deepspeed --lora-r 4 --lora-targets all-linear --quant-base nf4 --precision mixed \
+	--grad-accum 2 --world 1,2,3 --schemes dp,zero1,zero2 --unit layer
+fz_torch13=$fz_torch
+fz_torch="--framework torch --torch-version 2.6 --torch-device cpu --optimizer-impl single --zero-grad none --attn eager"
+fz_train "llama default nf4 double quant N=1" none dp,zero3 --model "$tmp/llama.json" --world 1 --precision fp32 \
+	--batch 2 --steps 3 --lora-r 4 --lr 1e-2 --quant-base nf4 --double-quant on
+fz_train "gpt2 all-linear nf4 N=2" ddp dp,zero2 --model "$tmp/gpt2.json" --world 2 --precision fp32 --batch 2 \
+	--steps 3 --lora-r 4 --lr 1e-2 --lora-targets all-linear --quant-base nf4
+fz_train "llama default nf4 N=2 DeepSpeed" ddp zero1,zero2 --framework deepspeed --model "$tmp/llama.json" --world 2 \
+	--precision fp32 --batch 2 --steps 3 --lora-r 4 --lr 1e-2 --quant-base nf4
+# the control: the PyTorch step with the 4-bit base, the paper's without
+lora_control --quant-base nf4
+fz_torch=$fz_torch13
 # Mixed precision: its losses against the paper's fp32 ones, within TOL
 # relative (seen: 1.0e-6 on q,v; 3.8e-5 all-linear at N = 2, K = 2 under
 # full recompute); the control, lr 1e-9 (an adapter that barely trains),
@@ -261,6 +294,49 @@ else
 	status=1
 fi
 
+# QLoRA's 4-bit base (s51): llama-tiny's 14 base linear layers (q and o
+# 64 x 64, k and v 32 x 64, gate, up and down 176 x 64, a block; from
+# transformers' modeling_llama.py, not read from zerosim) lose their 4
+# (mixed 2) bytes an element and hold what bitsandbytes stores for a
+# layer of n in b = n / 64 blocks: n/2 + 4b + 64; with double
+# quantization n/2 + b + 4 ceil(b/256) + 4 + 1024 + 64, and the one
+# 1024-byte dynamic map
+nf4_held() { # DQ: bitsandbytes' bytes of llama-tiny's 4-bit base
+	echo "$1" | awk '{ s = 0
+		for (l = 0; l < 2; l++) for (i = 1; i <= 7; i++) {
+			n = (i == 1 || i == 4) ? 4096 : (i <= 3 ? 2048 : 11264); b = int((n + 63) / 64)
+			s += $1 == "on" ? n / 2 + b + 4 * int((b + 255) / 256) + 4 + 1024 + 64 : n / 2 + 4 * b + 64 }
+		print s + ($1 == "on" ? 1024 : 0) }'
+}
+for row in "fp32 4 off" "fp32 4 on" "mixed 2 off"; do
+	set -- $row
+	got=$(resident --lora-r 4 --quant-base nf4 --double-quant "$3" --precision "$1")
+	want=$((base / 4 * $2 + 16 * 1792 - $2 * 92160 + $(nf4_held "$3")))
+	if [ "$got" = "$want" ]; then
+		echo "ok: resident with --lora-r 4 --quant-base nf4 --double-quant $3, $1: $got = $2 · (223,552 - 92,160)" \
+			"+ 16 · 1792 + $(nf4_held "$3")"
+	else
+		echo "$name: FAIL: resident with --lora-r 4 --quant-base nf4 --double-quant $3, $1: $got, by hand $want" >&2
+		status=1
+	fi
+done
+# and the peak (dp N = 1, fp32: the loss's backward, the dequantized
+# scratch held from the forward's start to the backward's end): the
+# LoRA run's less the same weights' difference plus that scratch, the
+# largest 4-bit tensor, gate and up fused (the step's one product reads
+# both), 2 · 176 · 64 fp32 elements
+peak() { tr -d ' \n\t' <"$tmp/r.json" | grep -o '"peak_bytes":[0-9]*' | head -1 | cut -d: -f2; }
+resident --lora-r 4 >/dev/null
+p0=$(peak)
+resident --lora-r 4 --quant-base nf4 >/dev/null
+got=$(peak) want=$((p0 - 4 * 92160 + $(nf4_held off) + 4 * 2 * 176 * 64))
+if [ "$got" = "$want" ]; then
+	echo "ok: peak with --lora-r 4 --quant-base nf4: $got = $p0 - 4 · 92,160 + $(nf4_held off) + 4 · 22,528"
+else
+	echo "$name: FAIL: peak with --lora-r 4 --quant-base nf4: $got, by hand $want" >&2
+	status=1
+fi
+
 # 5. Refused: one line, exit 2, no file.
 fz_refuse_with="--lora-r 4"
 fz_refuse "give --unit layer" --precision fp32 --unit model
@@ -273,6 +349,8 @@ fz_refuse "trainable adapters are not one run" --precision fp32 --lora-targets a
 fz_refuse "deepspeed with --offload optimizer: not described" --precision fp32 --framework deepspeed --schemes zero2 \
 	--offload optimizer --world 2
 fz_refuse "no linear layer of llama-tiny matches" --precision fp32 --lora-targets lm_head --unit layer
+fz_refuse "--quant-base nf4 under --framework deepspeed --schemes zero3: not built" --precision fp32 --quant-base nf4 \
+	--framework deepspeed --schemes zero3 --world 2 --unit layer
 # 6. The report of a paper LoRA run (its transformer section's LoRA
 # paragraph, Ψ_t the adapters'): tests/report_lora.sh.
 echo "$name: $configs configurations, $points points of theory = measure; $checked loss comparisons"

@@ -179,7 +179,11 @@ struct zs_opt {
 	"                         many k/v heads as heads; --wrapper\n" \
 	"                         none, ddp (dp, zero1) or fsdp, whose units hold\n" \
 	"                         the codes as fp32 elements, quant_storage\n" \
-	"                         float32, the quant state on every rank)\n" \
+	"                         float32, the quant state on every rank; and\n" \
+	"                         --framework paper, or deepspeed dp, zero1,\n" \
+	"                         zero2, fp32 or mixed: the base whole on every\n" \
+	"                         rank, each product's weight dequantized into one\n" \
+	"                         scratch of the largest 4-bit tensor)\n" \
 	"      --double-quant S   with --quant-base nf4: the absmax in 8 bits, on or\n" \
 	"                         off (default off; about 4.127 bits a weight)\n" \
 	"      --load-dtype D     the model's dtype as loaded, fp32 (default) or\n" \

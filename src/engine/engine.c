@@ -25,6 +25,7 @@
 #include "engine/scheme.h"
 #include "util/ds_coord.h"
 #include "util/lora.h"
+#include "util/nf4.h"
 #include "util/util.h"
 #ifdef HAVE_MPI
 #include "engine/coll_mpi.h"
@@ -356,13 +357,83 @@ static void init_rank(struct zs_run *r, unsigned k)
 		if (layout_span(&r->layout, b) == ZS_FULL && k > r->r0)
 			memcpy(run_rank(r, k)->buf[b], run_rank(r, r->r0)->buf[b], layout_len(&r->layout, b) * r->esize[b]);
 		else if (layout_span(&r->layout, b) == ZS_FULL && !layout_trained(b))
-			initial_weights(r, k, b, 0, psi, 0);
+			for (size_t e = 0, n; (n = layout_held(&r->layout, &e, psi)) > 0; e += n)
+				initial_weights(r, k, b, e, n, e); /* (a 4-bit base's weights: quantize_base) */
 		else
 			for (size_t u = 0; u < layout_npieces(&r->layout); u++) {
 				struct zs_slice sl = layout_own(&r->layout, b, u, k);
 				initial_weights(r, k, b, sl.first, sl.count, sl.at);
 			}
 	}
+}
+
+/* One tracked block of rank k's 4-bit storages, a copy of n bytes of src. */
+static void *q4_block(struct zs_run *r, unsigned k, const void *src, size_t n)
+{
+	void *p = tracker_alloc(&r->tracker, k, r->cat[ZS_BUF_PARAMS], n);
+	memcpy(p, src, n);
+	return p;
+}
+
+/* QLoRA's 4-bit base under zerosim's own step (docs/finetune.md, "QLoRA
+ * under the paper's step and DeepSpeed's own step"): each quantized
+ * layer of rank k as bitsandbytes stores it (util/nf4.h), quantized from
+ * its initial weights (in mixed the fp16 ones the params would hold) as
+ * the model is loaded, each storage a tracked block in the params'
+ * category, with double quantization the one dynamic map first. The
+ * loader's temporaries are not the device's (the weights are made on
+ * the host and quantized there, as a checkpoint is read). */
+static void quantize_base(struct zs_run *r, unsigned k)
+{
+	const struct zs_net_tfm *tn = &r->model.tfm;
+	struct zs_rank *rk = run_rank(r, k);
+	rk->q4 = zs_calloc(tn->nq4parts, sizeof *rk->q4);
+	if (tn->double_quant) {
+		float map[256];
+		nf4_dynamic_map(map);
+		rk->qmap = q4_block(r, k, map, sizeof map);
+	}
+	for (size_t i = 0; i < tn->nq4; i++) {
+		const struct zs_q4_tensor *q = &tn->q4[i];
+		float *w = zs_malloc(q->numel * sizeof *w);
+		for (uint64_t e = 0; e < q->numel; e++) /* [out, in], a Conv1D's too (net.h) */
+			w[e] = r->precision == ZS_MIXED ? zs_half_to_float(zs_float_to_half(r->init[q->off + e])) : r->init[q->off + e];
+		for (uint64_t p = 0, row = 0; p < (q->nparts ? q->nparts : 1); row += q->part_rows[p++]) {
+			struct nf4_layer l;
+			uint64_t rows = q->nparts ? q->part_rows[p] : q->rows;
+			nf4_layer_quantize(&l, w + row * q->cols, rows * q->cols, tn->double_quant);
+			struct zs_q4_store *st = &rk->q4[q->part0 + p];
+			st->packed = q4_block(r, k, l.packed, l.b.packed);
+			if (!tn->double_quant)
+				st->absmax = q4_block(r, k, l.absmax, l.b.absmax);
+			st->code = q4_block(r, k, l.code, l.b.code);
+			if (tn->double_quant) {
+				st->qabsmax = q4_block(r, k, l.qabsmax, l.b.qabsmax);
+				st->offset = q4_block(r, k, &l.offset, l.b.offset);
+				st->absmax2 = q4_block(r, k, l.absmax2, l.b.absmax2);
+				st->code2 = q4_block(r, k, l.code2, l.b.code2);
+			}
+			nf4_layer_free(&l);
+		}
+		free(w);
+	}
+}
+
+static void free_base(struct zs_run *r, unsigned k)
+{
+	struct zs_rank *rk = run_rank(r, k);
+	for (size_t i = 0; rk->q4 != NULL && i < r->model.tfm.nq4parts; i++) {
+		void *b[] = {rk->q4[i].packed, rk->q4[i].absmax, rk->q4[i].code, rk->q4[i].qabsmax, rk->q4[i].offset,
+		             rk->q4[i].absmax2, rk->q4[i].code2};
+		for (size_t j = 0; j < sizeof b / sizeof b[0]; j++)
+			if (b[j] != NULL)
+				tracker_free(&r->tracker, k, b[j]);
+	}
+	if (rk->qmap != NULL)
+		tracker_free(&r->tracker, k, rk->qmap);
+	free(rk->q4);
+	rk->q4 = NULL;
+	rk->qmap = NULL;
 }
 
 /* Allocate the resident model state and fill it. The optimizer state
@@ -378,6 +449,8 @@ static void setup_state(struct zs_run *r)
 			        &r->tracker, k, r->cat[resident[i]], layout_rank_len(&r->layout, resident[i], k) * r->esize[resident[i]]);
 	for (unsigned k = r->r0; k < r->r1; k++)
 		init_rank(r, k); /* the first rank first: the others copy from it */
+	for (unsigned k = r->r0; k < r->r1 && r->model.kind == ZS_NET_TFM && r->model.tfm.nq4 > 0; k++)
+		quantize_base(r, k);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -521,8 +594,13 @@ void run_layer_params(const struct zs_run *r, unsigned k, size_t l, struct zs_la
 	const struct zs_layer *rd = net_reads(&r->model, l);
 	enum zs_rankbuf p = run_rank(r, k)->buf[ZS_BUF_GATHERED] != NULL ? ZS_BUF_GATHERED : ZS_BUF_PARAMS;
 	size_t e = rd->param_off;
-	for (size_t i = 0; i < rd->nptensors; e += rd->ptensor[i++])
-		io->w[i] = run_at(r, k, p, e - r->base[p]);
+	for (size_t i = 0; i < rd->nptensors; e += rd->ptensor[i++]) {
+		size_t at = e - r->base[p];
+		/* a 4-bit weight: in no buffer (the kernels dequantize it) */
+		io->w[i] = p == ZS_BUF_PARAMS && rd->ptensor[i] > 0 && layout_held(&r->layout, &at, at + 1) == 0
+		                   ? NULL
+		                   : run_at(r, k, p, e - r->base[p]);
+	}
 }
 
 void run_layer_grads(const struct zs_run *r, unsigned k, size_t l, enum zs_pass pass, struct zs_layer_io *io)
@@ -547,7 +625,7 @@ static struct zs_layer_io layer_io(const struct zs_run *r, unsigned k, size_t l,
 {
 	struct zs_rank *rk = run_rank(r, k);
 	struct zs_layer_io io = {.w = rk->w, .g = rk->g, .t = rk->t, .dt = r->dt, .batch = r->model.batch,
-	                         .net = &r->model, .seed = r->seed, .step = r->step, .micro = r->micro};
+	                         .net = &r->model, .seed = r->seed, .step = r->step, .micro = r->micro, .q4 = rk->q4};
 	if (r->ops->place != NULL && r->ops->place(r, r->ctx, k, l, pass, &io))
 		return io;
 	run_layer_params(r, k, l, &io);
@@ -1010,10 +1088,12 @@ static void frozen_weights(const struct zs_run *r, float *w)
 			struct zs_slice sl = full
 			                             ? (struct zs_slice){un->off, k == 0 ? un->n : 0, un->off}
 			                             : layout_own(lo, ZS_BUF_PARAMS, u, k);
-			const zs_half *p = run_at(r, k, ZS_BUF_PARAMS, sl.at);
-			for (size_t i = 0; i < sl.count; i++)
-				if (sl.first + i < un->toff || sl.first + i >= un->toff + un->tn)
-					w[sl.first + i] = zs_half_to_float(p[i]);
+			for (size_t e = sl.first, n; (n = layout_held(lo, &e, sl.first + sl.count)) > 0; e += n) {
+				const zs_half *p = run_at(r, k, ZS_BUF_PARAMS, sl.at + (e - sl.first));
+				for (size_t i = 0; i < n; i++) /* (a 4-bit base's weights: none, left 0) */
+					if (e + i < un->toff || e + i >= un->toff + un->tn)
+						w[e + i] = zs_half_to_float(p[i]);
+			}
 		}
 }
 
@@ -1076,20 +1156,22 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, const st
 	XXH3_state_t *h = XXH3_createState();
 	if (h == NULL || XXH3_64bits_reset(h) != XXH_OK)
 		zs_oom(__FILE__, __LINE__);
-	if (opt->weights)
-		res->weights = zs_malloc(r->layout.nparams * sizeof(float));
+	if (opt->weights) /* a 4-bit base's weights left out: 0 */
+		res->weights = zs_calloc(r->layout.nparams, sizeof(float));
 	size_t npieces = weights_full(r) ? r->layout.nunits : layout_npieces(&r->layout);
 	for (size_t u = 0; u < npieces; u++)
 		for (unsigned k = 0; k < N; k++) {
-			struct zs_slice sl = final_weights(r, k, u);
-			if (sl.count == 0)
-				continue;
-			const float *w = k >= r->r1 && rec->weights != 0 ? record_losses(rec, k) + steps + sl.at
-			                                                 : run_at(r, k, weights_buf(r), sl.at);
-			if (XXH3_64bits_update(h, w, sl.count * sizeof *w) != XXH_OK)
-				zs_oom(__FILE__, __LINE__);
-			if (res->weights)
-				memcpy(res->weights + sl.first, w, sl.count * sizeof(float));
+			struct zs_slice all = final_weights(r, k, u);
+			/* the runs between a 4-bit base's weights (all of it without) */
+			for (size_t e = all.first, n; (n = layout_held(&r->layout, &e, all.first + all.count)) > 0; e += n) {
+				struct zs_slice sl = {e, n, all.at + (e - all.first)};
+				const float *w = k >= r->r1 && rec->weights != 0 ? record_losses(rec, k) + steps + sl.at
+				                                                 : run_at(r, k, weights_buf(r), sl.at);
+				if (XXH3_64bits_update(h, w, sl.count * sizeof *w) != XXH_OK)
+					zs_oom(__FILE__, __LINE__);
+				if (res->weights)
+					memcpy(res->weights + sl.first, w, sl.count * sizeof(float));
+			}
 		}
 	res->digest = XXH3_64bits_digest(h);
 	XXH3_freeState(h);
@@ -1201,9 +1283,11 @@ static size_t end_run(struct zs_run *r, int set_up)
 		r->ops->teardown(r, r->ctx);
 	for (int b = 0; b < ZS_NBUFS; b++)
 		run_free_all(r, (enum zs_rankbuf)b);
-	for (unsigned k = r->r0; k < r->r1; k++)
+	for (unsigned k = r->r0; k < r->r1; k++) {
 		for (unsigned i = 0; i < r->model.ntensors; i++)
 			free_tensor(r, k, i);
+		free_base(r, k);
+	}
 	size_t left = tracker_outstanding(&r->tracker);
 	tracker_destroy(&r->tracker);
 	coll_destroy(&r->coll);
@@ -1324,6 +1408,13 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 		net_free(&r->model);
 		free(r);
 		return -1;
+	}
+	if (r->model.kind == ZS_NET_TFM && r->model.tfm.nq4 > 0) { /* the 4-bit base: in no buffer */
+		struct zs_slice *hole = zs_calloc(r->model.tfm.nq4, sizeof *hole);
+		for (size_t i = 0; i < r->model.tfm.nq4; i++)
+			hole[i] = (struct zs_slice){r->model.tfm.q4[i].off, r->model.tfm.q4[i].numel, 0};
+		layout_quantize(&r->layout, hole, r->model.tfm.nq4);
+		free(hole);
 	}
 	r->world = world;
 	/* The state's precision is --precision's, but fp32 with no master copy

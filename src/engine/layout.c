@@ -92,8 +92,56 @@ void layout_free(struct zs_layout *lo)
 {
 	free(lo->unit);
 	free(lo->tensor);
+	free(lo->hole);
 	lo->unit = NULL;
 	lo->tensor = NULL;
+	lo->hole = NULL;
+}
+
+void layout_quantize(struct zs_layout *lo, const struct zs_slice *hole, size_t n)
+{
+	if (lo->span[ZS_STATE_PARAMS] != ZS_FULL)
+		abort(); /* sharded params with a 4-bit base: refused before (util/config.c) */
+	lo->hole = zs_calloc(n ? n : 1, sizeof *lo->hole);
+	lo->nholes = n;
+	lo->quant = 0;
+	for (size_t i = 0; i < n; i++) {
+		lo->hole[i] = (struct zs_slice){hole[i].first, hole[i].count, lo->quant};
+		lo->quant += hole[i].count;
+	}
+}
+
+/* The first hole that ends after e (nholes: none). */
+static size_t hole_after(const struct zs_layout *lo, size_t e)
+{
+	size_t a = 0, b = lo->nholes;
+	while (a < b) {
+		size_t m = a + (b - a) / 2;
+		if (lo->hole[m].first + lo->hole[m].count <= e)
+			a = m + 1;
+		else
+			b = m;
+	}
+	return a;
+}
+
+size_t layout_params_at(const struct zs_layout *lo, size_t e)
+{
+	if (lo->nholes == 0)
+		return e;
+	size_t h = hole_after(lo, e);
+	return e - (h < lo->nholes ? lo->hole[h].at : lo->quant);
+}
+
+size_t layout_held(const struct zs_layout *lo, size_t *e, size_t end)
+{
+	size_t h = hole_after(lo, *e);
+	for (; h < lo->nholes && lo->hole[h].first <= *e; h++) /* adjacent holes one after another */
+		*e = lo->hole[h].first + lo->hole[h].count;
+	if (*e >= end)
+		return 0;
+	size_t stop = h < lo->nholes && lo->hole[h].first < end ? lo->hole[h].first : end;
+	return stop - *e;
 }
 
 /* zero_redundancy_optimizer.py, _partition_parameters: the tensors sorted
@@ -182,7 +230,7 @@ size_t layout_len(const struct zs_layout *lo, enum zs_rankbuf b)
 {
 	if (layout_trained(b))
 		return layout_span(lo, b) == ZS_SHARD ? lo->tshard : lo->ntrain;
-	return layout_span(lo, b) == ZS_SHARD ? lo->shard : lo->nparams;
+	return layout_span(lo, b) == ZS_SHARD ? lo->shard : lo->nparams - lo->quant;
 }
 
 struct zs_slice layout_own(const struct zs_layout *lo, enum zs_rankbuf b, size_t u, unsigned k)

@@ -93,6 +93,12 @@ struct zs_layout {
 	size_t ntensors;
 	struct zs_layout_tensor *tensor; /* ntensors of them (malloc'd) */
 	int per_tensor;    /* shards cut per tensor (layout_shard_tensors) */
+	/* --quant-base nf4 under zerosim's own step (layout_quantize): the
+	 * elements of the flat vector the params buffer does not hold, the
+	 * 4-bit base's weights, nholes runs in order (each a slice: its
+	 * elements, and at the holes' elements before it), quant in all */
+	size_t nholes, quant;
+	struct zs_slice *hole;
 };
 
 /* The elements [first, first + count) of the flat vector, held at element
@@ -116,6 +122,21 @@ void layout_free(struct zs_layout *lo);
  * per tensor too (DeepSpeed's ZeRO-3: docs/schedule.md, "Frozen
  * parameters under DeepSpeed"). */
 void layout_freeze(struct zs_layout *lo, const struct zs_freeze_run *run, size_t nunits);
+
+/* QLoRA's 4-bit base (docs/finetune.md, "QLoRA under the paper's step
+ * and DeepSpeed's own step"): the flat vector's runs hole[0..n) (their
+ * first and count, in order, apart) are held in 4 bits outside the
+ * run's buffers (engine.c's q4 storages), so the params buffer holds
+ * the other elements in order, Ψ − Σ count of them. Full params only
+ * (the runs that take it shard no params: dp, ZeRO-1, ZeRO-2, and every
+ * scheme at N = 1); a flat index of it reads layout_params_at. */
+void layout_quantize(struct zs_layout *lo, const struct zs_slice *hole, size_t n);
+/* Where flat element e (held: outside every hole) is in the params
+ * buffer: e itself without holes. */
+size_t layout_params_at(const struct zs_layout *lo, size_t e);
+/* From flat element *e, moved past a hole it is in, up to `end`: how many
+ * elements the params buffer holds one after another (0 at `end`). */
+size_t layout_held(const struct zs_layout *lo, size_t *e, size_t end);
 
 /* Whether buffer b holds what the optimizer steps (the grads and the
  * optimizer state: the trainable elements) rather than the params. */

@@ -146,6 +146,8 @@ void net_init(struct zs_net *m, const struct zs_config *c)
 void net_free(struct zs_net *m)
 {
 	free(m->tfm.perm);
+	free(m->tfm.q4);
+	m->tfm.q4 = NULL;
 	for (size_t l = 0; m->layer != NULL && l < m->nlayers; l++) {
 		free(m->layer[l].ptensor);
 		free(m->layer[l].module);

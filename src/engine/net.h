@@ -82,6 +82,9 @@ struct zs_layer_io {
 	 * dropout under the paper's step keys its masks on (tfm_net.c) */
 	uint64_t seed;
 	unsigned step, micro;
+	/* the rank's 4-bit storages (struct zs_q4_store, net.tfm.nq4parts;
+	 * NULL without a 4-bit base) */
+	const struct zs_q4_store *q4;
 };
 
 struct zs_layer;
@@ -207,6 +210,40 @@ struct zs_net_tfm {
 	 * model (a micro-step's draws) */
 	double lora_dropout;
 	unsigned lora_n;
+	/* QLoRA's 4-bit base (--quant-base nf4 under zerosim's own step;
+	 * docs/finetune.md, "QLoRA under the paper's step and DeepSpeed's
+	 * own step"): the quantized tensors, in the flat vector's order
+	 * (nq4; their layers' storages nq4parts, each rank's struct
+	 * zs_q4_store), the scratch a module's product reads its weight
+	 * dequantized from (nf4w, and with double quantization nf4a for the
+	 * absmax: util/nf4.h's nf4_step_buffers; ZS_NO_TENSOR without) */
+	size_t nq4, nq4parts;
+	struct zs_q4_tensor *q4;
+	int double_quant;
+	unsigned nf4w, nf4a;
+};
+
+/* A quantized tensor of the flat vector: its elements [off, off + numel),
+ * [rows, cols] = [out, in] as bitsandbytes quantizes it (a Conv1D's too,
+ * GPT-2's: transformers transposes it first, and the flat vector holds
+ * it so already: engine/ag_exec.c's feed_tfm_param), its Hugging Face
+ * layers (a fused tensor's parts, nparts rows each, else one) and the
+ * first of their storages. */
+struct zs_q4_tensor {
+	size_t off, part0;
+	uint64_t numel, rows, cols;
+	unsigned nparts;
+	uint64_t part_rows[3];
+};
+
+/* One quantized layer's storages on a rank, as Params4bit and its
+ * QuantState hold them (util/nf4.h's struct nf4_bytes, each a tracked
+ * block): the packed codes, the absmax (NULL with double quantization)
+ * and the 16-entry code; with double quantization the 8-bit absmax, the
+ * offset, state2's absmax and its copy of the dynamic map. */
+struct zs_q4_store {
+	uint8_t *packed, *qabsmax;
+	float *absmax, *code, *offset, *absmax2, *code2;
 };
 
 struct zs_net {

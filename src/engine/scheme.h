@@ -52,6 +52,11 @@ struct zs_rank {
 	const void **w;
 	void **g;
 	float loss;
+	/* QLoRA's 4-bit base: its layers' storages (net.tfm.nq4parts) and
+	 * with double quantization the dynamic map (name2qmap["dynamic"],
+	 * once a rank); NULL without */
+	struct zs_q4_store *q4;
+	float *qmap;
 };
 
 struct zs_run {
@@ -226,6 +231,8 @@ static inline struct zs_rank *run_rank(const struct zs_run *r, unsigned k) { ret
 /* Address of element `at` of rank k's buffer b. */
 static inline void *run_at(const struct zs_run *r, unsigned k, enum zs_rankbuf b, size_t at)
 {
+	if (b == ZS_BUF_PARAMS && r->layout.nholes > 0) /* a 4-bit base's weights are not in it */
+		at = layout_params_at(&r->layout, at);
 	return (char *)run_rank(r, k)->buf[b] + at * r->esize[b];
 }
 

@@ -63,6 +63,7 @@
 #include "engine/tfm_kernels.h"
 #include "util/ds_coord.h"
 #include "util/lora.h"
+#include "util/nf4.h"
 #include "util/step.h"
 #include "util/util.h"
 
@@ -105,15 +106,54 @@ static size_t tensor_off(const struct zs_layer *rd, size_t i)
 	return off;
 }
 
+/* The quantized tensor of the flat vector at `off` (NULL: none). */
+static const struct zs_q4_tensor *q4_at(const struct zs_net_tfm *tn, size_t off)
+{
+	for (size_t i = 0; i < tn->nq4; i++)
+		if (tn->q4[i].off == off)
+			return &tn->q4[i];
+	return NULL;
+}
+
+/* A 4-bit weight as its module's product reads it (bitsandbytes'
+ * MatMul4Bit: F.dequantize_4bit(B, quant_state), forward line 380 and
+ * backward line 411 of autograd/_functions.py; docs/finetune.md, "QLoRA
+ * under the paper's step and DeepSpeed's own step"): each of its layers
+ * dequantized from the rank's storages (with double quantization the
+ * absmax first, in nf4a) into nf4w, the flat vector's layout ([out, in]); in mixed computed in fp32 at w32's place p and
+ * rounded into the fp16 nf4w (quant_state.dtype), which p then widens as
+ * every fp16 weight is widened. Returns the weight the kernels read. */
+static float *dequantized(const struct zs_q4_tensor *q, const struct zs_layer_io *io, float *p)
+{
+	const struct zs_net_tfm *tn = &io->net->tfm;
+	float *w = tn->mixed ? p : io->t[tn->nf4w], *tmp = tn->double_quant ? io->t[tn->nf4a] : NULL;
+	for (uint64_t k = 0, row = 0; k < (q->nparts ? q->nparts : 1); row += q->part_rows[k++]) {
+		const struct zs_q4_store *st = &io->q4[q->part0 + k];
+		struct nf4_state s = {st->packed, st->absmax, st->qabsmax, st->offset != NULL ? *st->offset : 0.0f,
+		                      st->absmax2, st->code2};
+		nf4_dequantize_state(w + row * q->cols, &s, tmp, (q->nparts ? q->part_rows[k] : q->rows) * q->cols);
+	}
+	if (!tn->mixed)
+		return w;
+	zs_half *w16 = (zs_half *)(void *)io->t[tn->nf4w];
+	zs_float_to_half_n(w16, p, q->numel);
+	zs_half_to_float_n(p, w16, q->numel);
+	return p;
+}
+
 /* Tensor i of the layer rd as the kernels read it, fp32: itself, or
  * (mixed) its place in w32, widened from fp16 when `widen` (a module
- * widens its own; the others are not read by its step). */
+ * widens its own; the others are not read by its step); a 4-bit one
+ * (io->w[i] NULL) dequantized when `widen`. */
 static float *param32(const struct zs_layer *rd, const struct zs_layer_io *io, size_t i, int widen)
 {
 	const struct zs_net_tfm *tn = &io->net->tfm;
+	float *p = tn->mixed ? io->t[tn->w32] + tensor_off(rd, i) : NULL;
+	const struct zs_q4_tensor *q = io->w[i] == NULL && widen ? q4_at(tn, rd->param_off + tensor_off(rd, i)) : NULL;
+	if (q != NULL)
+		return dequantized(q, io, p);
 	if (!tn->mixed)
 		return mut(io->w[i]);
-	float *p = io->t[tn->w32] + tensor_off(rd, i);
 	if (widen && io->w[i] != NULL)
 		zs_half_to_float_n(p, io->w[i], rd->ptensor[i]);
 	return p;
@@ -1196,6 +1236,27 @@ static struct zs_module *lora_module(struct zs_net *m, const struct step_params 
 	return &m->layer[l].module[y - m0];
 }
 
+/* The quantized tensors of p (util/nf4.h's nf4_quantized), as bitsandbytes
+ * holds them: [out, in] (a Conv1D's shape is (in, out)), a fused
+ * tensor's parts each a layer of its own. */
+static void q4_tensors(struct zs_net_tfm *n, const struct step_params *p)
+{
+	size_t off = 0;
+	n->q4 = zs_calloc(p->ntensors ? p->ntensors : 1, sizeof *n->q4);
+	for (size_t i = 0; i < p->ntensors; off += p->tensor[i++].numel) {
+		const struct step_tensor *t = &p->tensor[i];
+		if (!nf4_quantized(p, i))
+			continue;
+		int conv = n->dims.family == TFM_GPT2;
+		struct zs_q4_tensor *q = &n->q4[n->nq4++];
+		*q = (struct zs_q4_tensor){.off = off, .part0 = n->nq4parts, .numel = t->numel,
+		                           .rows = t->shape[conv ? 1 : 0], .cols = t->shape[conv ? 0 : 1],
+		                           .nparts = t->nparts};
+		memcpy(q->part_rows, t->part_rows, sizeof q->part_rows);
+		n->nq4parts += t->nparts ? t->nparts : 1;
+	}
+}
+
 void net_tfm_init(struct zs_net *m, const struct zs_config *c)
 {
 	const struct zs_tfm_run *tr = c->tfm;
@@ -1246,6 +1307,12 @@ void net_tfm_init(struct zs_net *m, const struct zs_config *c)
 	step_buffers_build(&sb, &shape, &sp, B, T, n->mixed, tr->recompute);
 	step_buffers_freeze(&sb, &sp, tr->recompute);
 	step_buffers_lora(&sb, &sp, B, T, n->mixed, tr->recompute);
+	n->nf4w = n->nf4a = ZS_NO_TENSOR;
+	if (c->quant_nf4 && zs_lora_engine(c)) { /* QLoRA's 4-bit base */
+		q4_tensors(n, &sp);
+		n->double_quant = c->double_quant;
+		nf4_step_buffers(&sb, &sp, n->mixed, c->double_quant);
+	}
 	n->lora_scaling = c->lora_r ? (float)(c->lora_alpha / c->lora_r) : 0.0f; /* LoraLayer.update_layer, line 277 */
 	n->lora_dropout = sp.lora_dropout;
 	for (int i = 0; i < STEP_NSCRATCH; i++)
@@ -1283,6 +1350,7 @@ void net_tfm_init(struct zs_net *m, const struct zs_config *c)
 			break;
 		}
 		case STEP_LORA_SCRATCH: n->lora_scratch[x->index] = i; break;
+		case STEP_NF4: *(x->index == NF4_W ? &n->nf4w : &n->nf4a) = i; break;
 		}
 	}
 	free(sb.buf);

@@ -25,6 +25,7 @@
 #include "util/ds_coord.h"
 #include "util/freeze.h"
 #include "util/lora.h"
+#include "util/nf4.h"
 #include "util/step.h"
 #include "util/util.h"
 
@@ -82,6 +83,8 @@ void theory_desc_model(struct theory_desc *d, const struct zs_model *m, const st
 	if (d->freeze_graph)
 		step_buffers_freeze(&d->bufs, &d->params, o->recompute);
 	step_buffers_lora(&d->bufs, &d->params, batch, o->seq, mixed, o->recompute);
+	if (o->lora != NULL && o->lora->quant_nf4 && zs_lora_engine(o->lora)) /* the 4-bit base's scratch */
+		nf4_step_buffers(&d->bufs, &d->params, mixed, o->lora->double_quant);
 	d->has_buffers = 1;
 	d->model = m;
 	d->batch = batch;
@@ -1366,6 +1369,13 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 			ev.bucket_bytes = b->g;
 		}
 		free(tn);
+	}
+	if (c != NULL && c->quant_nf4 && zs_lora_engine(c)) { /* the 4-bit base, whole on every rank, in no buffer */
+		struct nf4_base q;
+		nf4_base_count(p, c->double_quant, &q);
+		enum zs_cat pc = b->p == 2 ? ZS_CAT_PARAM16 : ZS_CAT_PARAM32;
+		out->resident_breakdown[pc] += q.held - q.weights * b->p;
+		out->resident_bytes += q.held - q.weights * b->p;
 	}
 	uint64_t gathered, reduced;
 	units_walk(d, &ev, units, unit, world, visit, out, &gathered, &reduced, tr, moe ? &rc : NULL);

@@ -191,19 +191,27 @@ void nf4_layer_quantize(struct nf4_layer *l, const float *w, uint64_t n, int dou
 	l->b.total = l->b.packed + l->b.absmax + l->b.code + l->b.qabsmax + l->b.offset + l->b.absmax2 + l->b.code2;
 }
 
+void nf4_dequantize_state(float *w, const struct nf4_state *s, float *tmp, uint64_t n)
+{
+	const float *absmax = s->absmax;
+	if (s->qabsmax != NULL) {
+		uint64_t blocks = ceil_div(n, NF4_BLOCK);
+		nf4_dequantize_blockwise(tmp, s->qabsmax, s->absmax2, s->code2, blocks, NF4_DQ_BLOCK);
+		for (uint64_t k = 0; k < blocks; k++)
+			tmp[k] += s->offset; /* absmax += quant_state.offset */
+		absmax = tmp;
+	}
+	nf4_dequantize(w, s->packed, absmax, n);
+}
+
 void nf4_layer_dequantize(float *w, const struct nf4_layer *l)
 {
-	if (!l->double_quant) {
-		nf4_dequantize(w, l->packed, l->absmax, l->n);
-		return;
-	}
 	uint64_t blocks = ceil_div(l->n, NF4_BLOCK);
-	float *absmax = zs_malloc((size_t)(blocks ? blocks : 1) * sizeof *absmax);
-	nf4_dequantize_blockwise(absmax, l->qabsmax, l->absmax2, l->code2, blocks, NF4_DQ_BLOCK);
-	for (uint64_t k = 0; k < blocks; k++)
-		absmax[k] += l->offset; /* absmax += quant_state.offset */
-	nf4_dequantize(w, l->packed, absmax, l->n);
-	free(absmax);
+	float *tmp = l->double_quant ? zs_malloc((size_t)(blocks ? blocks : 1) * sizeof *tmp) : NULL;
+	struct nf4_state s = {l->packed, l->absmax, l->double_quant ? l->qabsmax : NULL, l->offset, l->absmax2,
+	                      l->code2};
+	nf4_dequantize_state(w, &s, tmp, l->n);
+	free(tmp);
 }
 
 void nf4_layer_free(struct nf4_layer *l)
@@ -216,9 +224,19 @@ void nf4_layer_free(struct nf4_layer *l)
 	memset(l, 0, sizeof *l);
 }
 
-void nf4_base_count(const struct step_params *p, int double_quant, struct nf4_base *q)
+int nf4_quantized(const struct step_params *p, size_t i)
 {
 	char name[256];
+	const struct step_tensor *t = &p->tensor[i];
+	if (p->module[t->module].adapter != NULL) /* LoRA's lora_A, lora_B: trained, not quantized */
+		return 0;
+	step_tensor_name(p, i, name, sizeof name);
+	return t->ndim == 2 && strcmp(t->leaf, "weight") == 0 && !strstr(name, "lm_head") && !strstr(name, "wte") &&
+	       !strstr(name, "wpe") && !strstr(name, "embed_tokens");
+}
+
+void nf4_base_count(const struct step_params *p, int double_quant, struct nf4_base *q)
+{
 	uint64_t shared = 0;
 
 	*q = (struct nf4_base){0};
@@ -226,9 +244,7 @@ void nf4_base_count(const struct step_params *p, int double_quant, struct nf4_ba
 		const struct step_tensor *t = &p->tensor[i];
 		if (p->module[t->module].adapter != NULL) /* LoRA's lora_A, lora_B: trained, not quantized */
 			continue;
-		step_tensor_name(p, i, name, sizeof name);
-		if (t->ndim != 2 || strcmp(t->leaf, "weight") != 0 || strstr(name, "lm_head") || strstr(name, "wte") ||
-		    strstr(name, "wpe") || strstr(name, "embed_tokens")) {
+		if (!nf4_quantized(p, i)) {
 			q->rest += t->numel;
 			continue;
 		}
@@ -242,4 +258,32 @@ void nf4_base_count(const struct step_params *p, int double_quant, struct nf4_ba
 		}
 	}
 	q->held += shared; /* double quantization: the one dynamic map */
+}
+
+/* One scratch of b, appended. */
+static void nf4_buf(struct step_buffers *b, const char *name, unsigned index, uint64_t elements, unsigned esize)
+{
+	b->buf = zs_realloc(b->buf, (b->n + 1) * sizeof *b->buf);
+	b->buf[b->n++] = (struct step_buffer){name, STEP_NF4, index, -1, elements, esize, ZS_CAT_SCRATCH,
+	                                      STEP_AT_FORWARD, 0, 0, 0, 0};
+}
+
+void nf4_step_buffers(struct step_buffers *b, const struct step_params *p, int mixed, int double_quant)
+{
+	uint64_t w = 0, blocks = 0;
+	for (size_t i = 0; i < p->ntensors; i++) {
+		const struct step_tensor *t = &p->tensor[i];
+		if (!nf4_quantized(p, i))
+			continue;
+		w = t->numel > w ? t->numel : w;
+		for (unsigned k = 0; k < (t->nparts ? t->nparts : 1); k++) {
+			uint64_t e = t->nparts ? t->part_rows[k] * t->shape[1] : t->numel;
+			blocks = ceil_div(e, NF4_BLOCK) > blocks ? ceil_div(e, NF4_BLOCK) : blocks;
+		}
+	}
+	if (w == 0)
+		return;
+	nf4_buf(b, "nf4_w", NF4_W, w, mixed ? 2 : 4);
+	if (double_quant)
+		nf4_buf(b, "nf4_absmax", NF4_ABSMAX, blocks, 4);
 }

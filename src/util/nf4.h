@@ -107,6 +107,19 @@ void nf4_layer_quantize(struct nf4_layer *l, const float *w, uint64_t n, int dou
 void nf4_layer_dequantize(float *w, const struct nf4_layer *l);
 void nf4_layer_free(struct nf4_layer *l);
 
+/* dequantize_4bit (functional.py lines 930–1015) from a layer's storages
+ * wherever they are held (nf4_layer's, or the engine's tracked ones):
+ * with double quantization (qabsmax not NULL) the fp32 absmax made back
+ * into tmp [ceil(n / 64)] and += offset first; into w[0..n). */
+struct nf4_state {
+	const uint8_t *packed;
+	const float *absmax;     /* without double quantization */
+	const uint8_t *qabsmax;  /* with it: NULL without */
+	float offset;
+	const float *absmax2, *code2;
+};
+void nf4_dequantize_state(float *w, const struct nf4_state *s, float *tmp, uint64_t n);
+
 /* QLoRA's 4-bit base over a step description (util/step.h): the linear
  * layers util/autograd.c quantizes (every 2-D weight but the embeddings
  * and the output embedding, not LoRA's adapters; a fused tensor's parts
@@ -120,5 +133,21 @@ struct nf4_base {
 	uint64_t layers, weights, held, rest, largest;
 };
 void nf4_base_count(const struct step_params *p, int double_quant, struct nf4_base *q);
+/* Whether tensor i of p is one of those layers' weights (quantized). */
+int nf4_quantized(const struct step_params *p, size_t i);
+
+/* The 4-bit base under zerosim's own step (the paper's, DeepSpeed's own
+ * dp, ZeRO-1 and ZeRO-2; docs/finetune.md, "QLoRA under the paper's step
+ * and DeepSpeed's own step"): a module's product reads its weight
+ * dequantized into "nf4_w" (index NF4_W), of the largest quantized tensor
+ * of p (a fused one whole: the step's one product reads all its parts),
+ * at the params' bytes an element (2 in mixed: the model loaded in fp16,
+ * quant_state.dtype), and with double quantization the absmax made back
+ * in "nf4_absmax" (NF4_ABSMAX, fp32, the most blocks of one quantized
+ * layer), both scratch made at the start of forward and freed at the end
+ * of backward as w32 is (role STEP_NF4), appended to b. */
+enum { NF4_W, NF4_ABSMAX };
+struct step_buffers;
+void nf4_step_buffers(struct step_buffers *b, const struct step_params *p, int mixed, int double_quant);
 
 #endif

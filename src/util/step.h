@@ -201,7 +201,8 @@ enum step_role {
 	STEP_MOE,                  /* a mixture's block's routed tensor, enum step_moe `index` (below) */
 	STEP_MOE_SCRATCH,          /* the mixture's backward scratch, enum step_moe_scratch `index` */
 	STEP_LORA,                 /* an adapter's saved tensor (step_buffers_lora): its lora_A module `index` */
-	STEP_LORA_SCRATCH          /* the adapters' backward scratch, enum step_lora_scratch `index` */
+	STEP_LORA_SCRATCH,         /* the adapters' backward scratch, enum step_lora_scratch `index` */
+	STEP_NF4                   /* QLoRA's dequantized weight and absmax (util/nf4.h's nf4_step_buffers) */
 };
 #define STEP_NSCRATCH 6
 
