@@ -173,8 +173,8 @@ refuse() {
 		fail "not refused as '$want' (exit $st): $(cat "$tmp/err")"
 	fi
 }
-sed -n "/<<'JSON'\$/,/^JSON\$/p" "$src/tests/qwen_moe.sh" | sed '1d;$d' >"$tmp/qwen_moe.json"
-[ -s "$tmp/qwen_moe.json" ] || { echo "$name: no config in tests/qwen_moe.sh" >&2; exit 99; }
+. "$src/tests/moe_configs.sh"
+moe_configs "$tmp"
 # shellcheck disable=SC2086
 {
 	c="--model $tmp/c4-2.json $v113 --zero-grad zeros"
@@ -187,6 +187,6 @@ sed -n "/<<'JSON'\$/,/^JSON\$/p" "$src/tests/qwen_moe.sh" | sed '1d;$d' >"$tmp/q
 		$c $(echo "$base" | sed 's/--precision fp32/--precision amp-bf16/') --experts-impl eager
 	refuse "--experts-impl eager with --grad-accum: not described yet" $c $base --grad-accum 2 --experts-impl eager
 	refuse "--experts-impl eager: .* (qwen2_moe) is not described with fused experts yet" \
-		--model "$tmp/qwen_moe.json" $v113 --zero-grad zeros $base --experts-impl eager
+		--model "$tmp/qwen2_moe.json" $v113 --zero-grad zeros $base --experts-impl eager
 }
 exit $status

@@ -159,11 +159,9 @@ opts() {
 
 # the tiny qwen2_moe of tests/qwen_moe.sh (its shared expert 80 wide, top 2
 # of 4 unnormalised) and qwen3_moe of tests/qwen3_moe.sh (q/k norms, top 2
-# of 4 renormalised), their configs taken from those files
-for q in qwen_moe qwen3_moe; do
-	sed -n "/<<'JSON'\$/,/^JSON\$/p" "$src/tests/$q.sh" | sed '1d;$d' >"$tmp/$q.json"
-	[ -s "$tmp/$q.json" ] || { echo "$name: no config in tests/$q.sh" >&2; exit 99; }
-done
+# of 4 renormalised), their configs tests/moe_configs.sh's
+. "$src/tests/moe_configs.sh"
+moe_configs "$tmp" && cp "$tmp/qwen2_moe.json" "$tmp/qwen_moe.json"
 
 # ref B T [CONFIG]: the reference's run of CONFIG (config.json's, the
 # mixtral, by default) into $tmp/ref-B-T.json (its trace beside), its

@@ -48,10 +48,8 @@ src=${srcdir:-.}
 . "$src/tests/moe_lib.sh"
 torch_opts="--framework torch --wrapper none --torch-version 1.13 --torch-device cpu --zero-grad zeros
 	--precision fp32 --world 1 --schemes dp --steps 3"
-for q in qwen_moe qwen3_moe; do
-	sed -n "/<<'JSON'\$/,/^JSON\$/p" "$src/tests/$q.sh" | sed '1d;$d' >"$tmp/$q.json"
-	[ -s "$tmp/$q.json" ] || { echo "$name: no config in tests/$q.sh" >&2; exit 99; }
-done
+. "$src/tests/moe_configs.sh"
+moe_configs "$tmp" && cp "$tmp/qwen2_moe.json" "$tmp/qwen_moe.json"
 
 # agree CONFIG B T IMPL [moved]: measure, the routing it records, the
 # theory under it (and, with "moved", under it with the last step's last
