@@ -835,6 +835,10 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 	 * not built */
 	if (c->wrapper == ZS_WRAPPER_DEEPSPEED)
 		oz.step1 = 0;
+	/* ZeRO-3's first step at N > 1 gathers and releases at the leaf
+	 * modules' marks (util/ag_ds3.c), where the model's are described */
+	oz.ds3_leaf_marks = c->wrapper == ZS_WRAPPER_DEEPSPEED && c->schemes[0] == ZS_ZERO3 && world > 1 &&
+	                    ag_ds3_step1_built(c, m);
 	if (ag_step_build(s, m, p, &oz, cause) != 0)
 		return -1;
 	if (c->wrapper == ZS_WRAPPER_DEEPSPEED) {
@@ -844,7 +848,7 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 		for (size_t i = 0; i < c->nworld; i++)
 			wmax = c->world[i] > wmax ? c->world[i] : wmax;
 		int rc = c->schemes[0] == ZS_ZERO3
-		         ? ag_ds3_apply(s, &oz, world, wmax, (uint64_t)c->ds_reduce_bucket, cause)
+		         ? ag_ds3_apply(s, p, &oz, world, wmax, (uint64_t)c->ds_reduce_bucket, cause)
 		         : ag_ds_apply(s, &oz, world, c->schemes[0] == ZS_ZERO2, (uint64_t)c->ds_reduce_bucket, cause);
 		if (rc != 0)
 			ag_step_free(s);

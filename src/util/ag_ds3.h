@@ -46,7 +46,7 @@
  * persistent parameter, at N > 1 one that does not persist, more than sub_group_size's 1e9 parameters: s is
  * unchanged); -2 with *cause where the step is
  * not one the pass takes (an internal error: s is then only to be freed). */
-int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, unsigned wmax, uint64_t bucket,
-                 char **cause);
+int ag_ds3_apply(struct ag_step *s, const struct step_params *sp, const struct ag_options *o, unsigned world,
+                 unsigned wmax, uint64_t bucket, char **cause);
 
 #endif
