@@ -837,8 +837,8 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 		oz.step1 = 0;
 	/* ZeRO-3's first step at N > 1 gathers and releases at the leaf
 	 * modules' marks (util/ag_ds3.c), where the model's are described */
-	oz.ds3_leaf_marks = c->wrapper == ZS_WRAPPER_DEEPSPEED && c->schemes[0] == ZS_ZERO3 && world > 1 &&
-	                    ag_ds3_step1_built(c, m);
+	if (c->wrapper == ZS_WRAPPER_DEEPSPEED && c->schemes[0] == ZS_ZERO3 && world > 1 && ag_ds3_step1_built(c, m))
+		oz.ds3_leaf_marks = 1;
 	if (ag_step_build(s, m, p, &oz, cause) != 0)
 		return -1;
 	if (c->wrapper == ZS_WRAPPER_DEEPSPEED) {

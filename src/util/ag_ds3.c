@@ -7,7 +7,6 @@
  */
 #include "util/ag_ds3.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -884,12 +883,7 @@ int ag_ds3_apply(struct ag_step *s, const struct step_params *sp, const struct a
 		struct ag_event *plain = ag_ds_plain_keep(s, &nplain);
 		rc = ds3_step(d, &pp, o, &st, 1, 1, cause);
 		if (rc == 0) {
-			if (getenv("ZS_DS3_DEBUG"))
-			for (size_t i = 0; i < s->nevents; i++) {
-				const struct ag_event *e = &s->event[i];
-				fprintf(stderr, "%zu kind %d op %d t %u in %u %u out %u lab %s\n", i, e->kind, e->op, e->t, e->in[0], e->in[1], e->out[0], e->kind == AG_EV_MARK ? e->label : "");
-			}
-			ag_ds_plain_step1(s, &plain, nplain);
+				ag_ds_plain_step1(s, &plain, nplain);
 			rc = ds3_step(d, &pp, o, &st, 0, 0, cause);
 		}
 		free(plain);
