@@ -225,20 +225,6 @@ static int contiguous(const struct ag_tensor *x)
 	return 1;
 }
 
-/* Whether event e reads or writes storage st (through any view). */
-static int touches(const struct ag_step *s, const struct ag_event *e, uint32_t st)
-{
-	if (e->kind != AG_EV_OP)
-		return 0;
-	for (int k = 0; k < AG_MAXIN; k++)
-		if (e->in[k] != NO && s->tensor[e->in[k]].storage == st)
-			return 1;
-	for (int k = 0; k < AG_MAXOUT; k++)
-		if (e->out[k] != NO && s->tensor[e->out[k]].storage == st)
-			return 1;
-	return 0;
-}
-
 /* The parameter storage whose .grad storage g is (the same step_params
  * tensor and part), or NO. */
 static uint32_t param_of_grad(const struct ag_step *s, uint32_t g)
@@ -467,7 +453,7 @@ static int ddp_list(struct ag_pass *p, const struct ddp_run *r, const struct lay
 			agp_free(p, e->t == out_loss ? clone_loss : clone_logits, e->phase);
 			continue;
 		}
-		if (out_loss != NO && (touches(s, e, out_loss) || touches(s, e, out_logits))) {
+		if (out_loss != NO && (agp_touches(s, e, out_loss) || agp_touches(s, e, out_logits))) {
 			rc = zs_fail(cause, "--ddp-find-unused: internal error: the step reads the model's outputs after "
 			             "the sink has taken them");
 			break;

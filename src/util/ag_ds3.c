@@ -506,20 +506,6 @@ static int s1_hook(struct ds3 *d, const struct ag_event *e, char **cause)
 	return rc;
 }
 
-/* Whether event e reads or writes storage c. */
-static int s1_touches(const struct ag_step *s, const struct ag_event *e, uint32_t c)
-{
-	if (e->kind != AG_EV_OP)
-		return 0;
-	for (int j = 0; j < AG_MAXIN; j++)
-		if (e->in[j] != NO && s->tensor[e->in[j]].storage == c)
-			return 1;
-	for (int j = 0; j < AG_MAXOUT; j++)
-		if (e->out[j] != NO && s->tensor[e->out[j]].storage == c)
-			return 1;
-	return 0;
-}
-
 /* A released copy that a view made while it was the data still reads
  * (F.linear's saved weight.t()): its free moved after the last op that
  * reads it and the frees that follow that op (the node releasing its
@@ -539,7 +525,7 @@ static void s1_defer(struct ds3 *d, struct ag_event *ev, size_t n)
 			continue;
 		size_t last = i;
 		for (size_t j = i + 1; j < n; j++)
-			if (s1_touches(s, &ev[j], ev[i].t))
+			if (agp_touches(s, &ev[j], ev[i].t))
 				last = j;
 		if (last == i)
 			continue;
@@ -873,33 +859,24 @@ int ag_ds3_apply(struct ag_step *s, const struct step_params *sp, const struct a
 		 * gathered copies, Adam's state made before it (first_step) */
 		ag_ds_first_step(p, am, av, astep, gnorm);
 		rc = ds3_step(d, &pp, o, &st, 0, 0, cause);
-	} else if (fetch) {
-		/* N > 1: the run's first step, a list of its own, where nothing
-		 * is gathered and Adam has no state (its forward and backward
-		 * gather and release leaf module by leaf module: struct ds3_s1;
-		 * its step() ends with _post_step's gathers), then the steady
-		 * step over _post_step's copies */
-		size_t nplain;
-		struct ag_event *plain = ag_ds_plain_keep(s, &nplain);
-		rc = ds3_step(d, &pp, o, &st, 1, 1, cause);
-		if (rc == 0) {
-				ag_ds_plain_step1(s, &plain, nplain);
-			rc = ds3_step(d, &pp, o, &st, 0, 0, cause);
-		}
-		free(plain);
 	} else {
-		/* N = 1: the run's first step, a list of its own (ag_step.step1:
-		 * Adam's state and _global_grad_norm made in it), then the steady
+		/* N = 1, and N > 1 with the leaf marks: the run's first step, a
+		 * list of its own (ag_step.step1: Adam's state and
+		 * _global_grad_norm made in it), then the steady
 		 * step, both written from the plain loop's steady list; no
 		 * first_step prefix. A fetch at N = 1 allocates nothing
 		 * (_no_gather_coalesced, pp.py 1205-1206, 810-820: param.data a
 		 * view of its partition) and a release frees nothing (free_param
 		 * swaps a view for an empty(0)), so step 1's forward and backward
 		 * are the steady step's: the coordinator's RECORD (ppc.py
-		 * 254) and its trace change no byte here. */
+		 * 254) and its trace change no byte here. N > 1 (fetch): the
+		 * same, where nothing is gathered when it starts, its forward
+		 * and backward gathering and releasing leaf module by leaf
+		 * module (struct ds3_s1) and its step() ending with
+		 * _post_step's gathers, which the steady step reads. */
 		size_t nplain;
 		struct ag_event *plain = ag_ds_plain_keep(s, &nplain);
-		rc = ds3_step(d, &pp, o, &st, 1, 0, cause);
+		rc = ds3_step(d, &pp, o, &st, 1, fetch, cause);
 		if (rc == 0) {
 			ag_ds_plain_step1(s, &plain, nplain);
 			rc = ds3_step(d, &pp, o, &st, 0, 0, cause);
