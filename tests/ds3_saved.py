@@ -526,7 +526,8 @@ def z3_replay(path, world, bucket=100000, steps=3):
     peaks = [hf_torch.analyse_step(stream, s) for s in range(1, steps + 1)]
     return dict(model=path, world=world, torch=torch.__version__, between=stream[-1][0],
                 peaks=[x["peak"] for x in peaks], phases=[x["phase"] for x in peaks],
-                starts=[x["start_bytes"] for x in peaks])
+                starts=[x["start_bytes"] for x in peaks],
+                marks1={label: live for label, live in peaks[0]["boundaries"] if not label.startswith("step:")})
 
 
 def release_order(model, cfg, world):

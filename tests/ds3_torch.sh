@@ -12,18 +12,21 @@
 #    the bucket, 13 for Adam's step, _global_grad_norm and
 #    inf_or_nan_tracker, 4 ceil(n/N) N for each parameter's gathered copy
 #    that _post_step leaves, and the model's buffers and the batch); the
-#    losses of 3 steps --wrapper ddp's bit for bit (N = 2: the final
-#    weights too; N = 3: the weights are stage 2's, the division by N
-#    before the sum);
-#  - built, the first step at N = 1 (a list of its own: a fetch there is
-#    a view): --steps 1 runs, theory = measure to the byte, the bytes
+#    losses of 3 steps --wrapper ddp's bit for bit on gpt2-tiny (N = 2:
+#    the final weights too; N = 3: the weights are stage 2's, the division
+#    by N before the sum), on llama-tiny the first and the rest within
+#    1e-6 (its first step's hooked graph sums some input gradients in
+#    another order);
+#  - built, the first step (a list of its own) at N = 1 (a fetch there is
+#    a view) and at N = 2 and 3 (its gathers and releases leaf module by
+#    leaf module): --steps 1 runs, theory = measure to the byte, the bytes
 #    before it the set-up's (12 S3 + 4 B + 1 and the buffers) and after it
 #    the steady state, Adam's state made by it, its loss a 3-step run's
 #    first;
 #  - not built, refused with one line (exit 2), by measure and theory
-#    alike, an existing --out left as it was: --steps 1 at N > 1 (DeepSpeed's
-#    first step gathers module by module) and a parameter that does not
-#    persist at N > 1;
+#    alike, an existing --out left as it was: --steps 1 at N > 1 over a
+#    model whose leaf marks are not described (gemma2: its run's step 1
+#    is the steady step) and a parameter that does not persist at N > 1;
 #  - the reading's PyTorch part, on real PyTorch 1.13: which gathered
 #    parameters a ZeRO-3 release cannot free because a node saved a view
 #    of them (tests/ds3_saved.py over the reference models, every
@@ -46,15 +49,15 @@
 #    transcription of the coordinator's fetches and releases, rank 0 of N
 #    in one process, profiled from the model's construction on): the
 #    bytes between steps and the steady step's peak equal zerosim's
-#    measure's at N = 1, 2, 3, and at N = 1 the first step's peak and
-#    where it starts; PyTorch's first step at N > 1 printed (zerosim's is
-#    not built);
+#    measure's at N = 1, 2, 3, and the first step's peak and where it
+#    starts, and every mark of PyTorch's step 1 equal to zerosim's
+#    --steps 1 run's;
 #  - the saved weight.t() views zerosim's step keeps under those marks
 #    (tests/ag_events ds3=saved: each parameter whose storage a view made
 #    in forward holds into a backward op) against ds3_saved.py's list.
 # Not compared with DeepSpeed itself (not installable here).
 # PyTorch is looked for by tests/torch_python.sh; without it the PyTorch
-# part is skipped (exit 77 after the first passed). About 9 s.
+# part is skipped (exit 77 after the first passed). About 12 s.
 set -u
 top=${ZS_BUILDDIR:-.}
 src=${srcdir:-.}
@@ -62,7 +65,7 @@ zerosim=$top/zerosim
 models=$src/report/models
 [ -x "$zerosim" ] || { echo "ds3_torch: $zerosim is not built" >&2; exit 99; }
 [ -x "$top/tests/ag_events" ] || { echo "ds3_torch: $top/tests/ag_events is not built" >&2; exit 99; }
-for model in gpt2-tiny llama-tiny; do
+for model in gpt2-tiny llama-tiny gemma2-tiny; do
 	[ -f "$models/$model.json" ] || { echo "ds3_torch: no model config at $models/$model.json" >&2; exit 99; }
 done
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-ds3.XXXXXX") || exit 99
@@ -71,17 +74,19 @@ fail() { echo "ds3_torch: FAIL: $*" >&2; exit 1; }
 
 [ -x "$top/tests/json_agree" ] || { echo "ds3_torch: $top/tests/json_agree is not built" >&2; exit 99; }
 command -v python3 >/dev/null || { echo "ds3_torch: SKIP: no python3 to read the files"; exit 77; }
-# check M T DDP REF N WANT: one python3 for a case's files (measure's,
-# theory's, DDP's, the weights' reference): the marks the same and not
-# empty, every rank's bytes between steps WANT in both, the losses DDP's,
-# the final weights REF's; prints what differs
+# check M T DDP REF N WANT EXACT: one python3 for a case's files
+# (measure's, theory's, DDP's, the weights' reference): the marks the
+# same and not empty, every rank's bytes between steps WANT in both, the
+# losses DDP's and the final weights REF's (EXACT 0: the first loss bit
+# for bit, the later ones within 1e-6 of DDP's, the weights not
+# compared); prints what differs
 check() {
 	python3 -c 'import json, sys
 def run(f):
     d = json.load(open(f))
     return d["runs"][0] if "runs" in d else d["rows"][0]["schedule"]
 m, t, ddp, ref = (run(f) for f in sys.argv[1:5])
-N, want = int(sys.argv[5]), int(sys.argv[6])
+N, want, exact = int(sys.argv[5]), int(sys.argv[6]), sys.argv[7] == "1"
 bad = []
 if not m["marks"] or m["marks"] != t["marks"]:
     bad.append("the marks differ")
@@ -89,9 +94,12 @@ for who, x in (("measure", m), ("theory", t)):
     got = x["per_rank"]["resident_bytes"]
     if got != [want] * N:
         bad.append("%s: %s bytes between steps, rank by rank" % (who, got))
-if m["losses"] != ddp["losses"]:
+if exact and m["losses"] != ddp["losses"]:
     bad.append("losses %s, DDP %s" % (m["losses"], ddp["losses"]))
-if m["weights_digest"] != ref["weights_digest"]:
+if not exact and (len(m["losses"]) != len(ddp["losses"]) or m["losses"][:1] != ddp["losses"][:1] or
+                  any(abs(a - b) > 1e-6 * abs(b) for a, b in zip(m["losses"], ddp["losses"]))):
+    bad.append("losses %s, DDP %s (the first bit for bit, the rest within 1e-6)" % (m["losses"], ddp["losses"]))
+if exact and m["weights_digest"] != ref["weights_digest"]:
     bad.append("final weights %s, not %s" % (m["weights_digest"], ref["weights_digest"]))
 print("; ".join(bad))' "$@" 2>&1 || echo "cannot read $*"
 }
@@ -150,62 +158,84 @@ for model in gpt2-tiny llama-tiny; do
 			"$zerosim" measure -q $ds $step --model "$models/$model.json" --schemes zero2 --world $N --out "$ref" ||
 				fail "measure $model zero2 N=$N"
 		fi
-		out=$(check "$m" "$t" "$ddp" "$ref" $N $want)
+		# llama's losses after the first and its weights DDP's to rounding
+		# alone: its first step runs DeepSpeed's hooked graph, whose
+		# Functions sum q's, k's and v's input gradients one by one after
+		# their releases and RMSNorm's two before handing them on
+		# (docs/schedule.md, "The leaf modules' marks")
+		exact=1
+		[ $model = llama-tiny ] && exact=0
+		out=$(check "$m" "$t" "$ddp" "$ref" $N $want $exact)
 		[ -z "$out" ] || fail "$model zero3 N=$N: $out (between steps by hand: 20 x $S3 + 4 x $B + 13 +" \
 			"4 x $gathered + $buf = $want)"
 		echo "ok: $model zero3 N=$N: theory = measure to the byte, $want bytes between steps on every rank" \
-			"(20 x $S3 + 4 x $B + 13 + 4 x $gathered + $buf), DDP's losses"
+			"(20 x $S3 + 4 x $B + 13 + 4 x $gathered + $buf), DDP's losses$([ $exact = 1 ] || echo ' to 1e-6')"
 	done
 done
 
-# the first step at N = 1 (a list of its own: a fetch there is a view of
-# the partition, so step 1 differs from the steady step in what the client
-# Adam makes in its first step() and in _global_grad_norm, made by it):
-# --steps 1 runs, theory = measure to the byte; the bytes where its
-# forward starts are the set-up's alone, counted from the shapes (the flat
-# buffer, the fp32 partition and the gradient partitions, 12 S3; the
-# bucket 4 B; inf_or_nan_tracker 1; the model's buffers and the batch),
-# and after it the steady state (20 S3 + 4 B + 13 + the same: Adam's two
-# moments, its step and _global_grad_norm made by the step); its loss the
-# first of a 3-step run's, bit for bit
+# the first step, a list of its own (at N = 1 a fetch is a view of the
+# partition, so step 1 differs from the steady step in what the client
+# Adam makes in its first step() and in _global_grad_norm, made by it; at
+# N = 2 and 3 it also gathers and releases leaf module by leaf module,
+# nothing gathered where it starts): --steps 1 runs, theory = measure to
+# the byte (every mark, the step's peak); the bytes where its forward
+# starts are the set-up's alone, counted from the shapes (the flat
+# buffer, the fp32 partition and the gradient partitions, 12 S3 with
+# S3 = sum of ceil(n/N); the bucket 4 B; inf_or_nan_tracker 1; the
+# model's buffers and the batch), and after it the steady state (20 S3 +
+# 4 B + 13 + the same, and at N > 1 each parameter's gathered copy that
+# _post_step leaves, 4 ceil(n/N) N: Adam's two moments, its step and
+# _global_grad_norm made by the step); its loss the first of a 3-step
+# run's, bit for bit
 for model in gpt2-tiny llama-tiny; do
 	if [ $model = gpt2-tiny ]; then sizes=$gpt2_n buf=$gpt2_buf; else sizes=$llama_n buf=$llama_buf; fi
-	S3=0
-	for n in $sizes; do S3=$((S3 + n)); done
-	m=$tmp/m1-$model.json t=$tmp/t1-$model.json m3=$tmp/m3-$model.json
-	# shellcheck disable=SC2086
-	"$zerosim" measure -q $ds $step --model "$models/$model.json" --schemes zero3 --world 1 --steps 1 --out "$m" ||
-		fail "measure $model zero3 N=1 --steps 1"
-	# shellcheck disable=SC2086
-	"$zerosim" theory $ds $step --model "$models/$model.json" --schemes zero3 --world 1 --steps 1 --out "$t" \
-		>/dev/null || fail "theory $model zero3 N=1 --steps 1"
-	out=$("$top/tests/json_agree" "$m" "$t") || fail "theory and measure differ, $model zero3 N=1 --steps 1: $out"
-	[ "$out" = "json_agree: 1 points agree exactly" ] || fail "$model zero3 N=1 --steps 1: $out"
-	# shellcheck disable=SC2086
-	"$zerosim" measure -q $ds $step --model "$models/$model.json" --schemes zero3 --world 1 --out "$m3" ||
-		fail "measure $model zero3 N=1"
-	before=$((12 * S3 + 4 * B + 1 + buf)) after=$((20 * S3 + 4 * B + 13 + buf))
-	out=$(python3 -c 'import json, sys
+	for N in 1 2 3; do
+		S3=0 gathered=0
+		for n in $sizes; do
+			c=$(((n + N - 1) / N))
+			S3=$((S3 + c)) gathered=$((gathered + c * N))
+		done
+		[ $N = 1 ] && gathered=0
+		m=$tmp/m1-$model-$N.json t=$tmp/t1-$model-$N.json m3=$tmp/m3-$model-$N.json
+		# shellcheck disable=SC2086
+		"$zerosim" measure -q $ds $step --model "$models/$model.json" --schemes zero3 --world $N --steps 1 \
+			--out "$m" || fail "measure $model zero3 N=$N --steps 1"
+		# shellcheck disable=SC2086
+		"$zerosim" theory $ds $step --model "$models/$model.json" --schemes zero3 --world $N --steps 1 --out "$t" \
+			>/dev/null || fail "theory $model zero3 N=$N --steps 1"
+		out=$("$top/tests/json_agree" "$m" "$t") ||
+			fail "theory and measure differ, $model zero3 N=$N --steps 1: $out"
+		[ "$out" = "json_agree: 1 points agree exactly" ] || fail "$model zero3 N=$N --steps 1: $out"
+		if [ $N = 1 ]; then
+			# shellcheck disable=SC2086
+			"$zerosim" measure -q $ds $step --model "$models/$model.json" --schemes zero3 --world 1 --out "$m3" ||
+				fail "measure $model zero3 N=1"
+		else
+			m3=$tmp/m-$model-$N.json
+		fi
+		before=$((12 * S3 + 4 * B + 1 + buf)) after=$((20 * S3 + 4 * B + 13 + 4 * gathered + buf))
+		out=$(python3 -c 'import json, sys
 def run(f):
     d = json.load(open(f))
     return d["runs"][0] if "runs" in d else d["rows"][0]["schedule"]
 m, t, m3 = (run(f) for f in sys.argv[1:4])
-before, after = int(sys.argv[4]), int(sys.argv[5])
+before, after, N = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 bad = []
 for who, x in (("measure", m), ("theory", t)):
     if x["marks"].get("phase:forward") != before:
         bad.append("%s: %s bytes where step 1 starts" % (who, x["marks"].get("phase:forward")))
-    if x["per_rank"]["resident_bytes"] != [after]:
+    if x["per_rank"]["resident_bytes"] != [after] * N:
         bad.append("%s: %s bytes after step 1" % (who, x["per_rank"]["resident_bytes"]))
 if "first_step_peak" not in m or m.get("first_step_peak") != t.get("first_step_peak"):
     bad.append("first_step_peak %s and %s" % (m.get("first_step_peak"), t.get("first_step_peak")))
 if m["losses"] != m3["losses"][:1]:
     bad.append("loss %s, a 3-step run'"'"'s first %s" % (m["losses"], m3["losses"][:1]))
-print("; ".join(bad))' "$m" "$t" "$m3" $before $after 2>&1 || echo "cannot read $m")
-	[ -z "$out" ] || fail "$model zero3 N=1 --steps 1: $out (by hand: 12 x $S3 + 4 x $B + 1 + $buf = $before before," \
-		"20 x $S3 + 4 x $B + 13 + $buf = $after after)"
-	echo "ok: $model zero3 N=1 --steps 1: theory = measure to the byte, $before bytes before the step and $after" \
-		"after (Adam's state made by it), the 3-step run's first loss"
+print("; ".join(bad))' "$m" "$t" "$m3" $before $after $N 2>&1 || echo "cannot read $m")
+		[ -z "$out" ] || fail "$model zero3 N=$N --steps 1: $out (by hand: 12 x $S3 + 4 x $B + 1 + $buf = $before" \
+			"before, 20 x $S3 + 4 x $B + 13 + 4 x $gathered + $buf = $after after)"
+		echo "ok: $model zero3 N=$N --steps 1: theory = measure to the byte, $before bytes before the step and" \
+			"$after after (Adam's state made by it), the 3-step run's first loss"
+	done
 done
 
 keep=$tmp/keep.json
@@ -218,8 +248,10 @@ sed 's/"vocab_size": 1024/"vocab_size": 2048/' "$models/gpt2-tiny.json" >"$big"
 for cmd in measure theory; do
 	for row in 1 2; do
 		if [ $row = 1 ]; then
-			set -- --model "$models/gpt2-tiny.json" --steps 1 --world 2
-			want="zerosim $cmd: --steps 1: --wrapper deepspeed --schemes zero3 has no first step of its own yet (its one step would be the steady step's over the set-up's state, which PyTorch never runs); give --steps 2"
+			# a model whose leaf marks are not described (the first step
+			# gathers at them): its run's step 1 is the steady step
+			set -- --model "$models/gemma2-tiny.json" --steps 1 --world 2
+			want="zerosim $cmd: --steps 1: --wrapper deepspeed --schemes zero3 at N > 1 over the gemmas' extra norms has no first step of its own yet (its one step would be the steady step's over the set-up's state, which PyTorch never runs); give --steps 2"
 		else
 			set -- --model "$big" --steps 2 --world 2 --ds-reduce-bucket 200000
 			want="zerosim $cmd: --wrapper deepspeed --schemes zero3 at N = 2: a parameter of 131072 elements does not persist (more than 100000): its gathers and releases in forward and backward are not built yet (give --world 1)"
@@ -236,7 +268,8 @@ for cmd in measure theory; do
 	done
 done
 [ "$n" -eq 4 ] || fail "ran $n refusals, not 4"
-echo "ok: --steps 1 and a parameter that does not persist at N = 2 refused $n times (measure and theory)"
+echo "ok: --steps 1 over gemma2 and a parameter that does not persist at N = 2 refused $n times (measure and" \
+	"theory)"
 
 name=ds3_torch
 . "$src/tests/torch_python.sh"
@@ -249,19 +282,21 @@ for model in gpt2-tiny llama-tiny; do
 	# four hooks on every module, 2 steps profiled from the model's
 	# construction on) against zerosim's measure: the bytes between steps
 	# and the steady step's peak on rank 0 at N = 1, 2, 3, and at N = 1
-	# the first step's (first_step_peak; the bytes where it starts, the
-	# set-up's). At N > 1 zerosim's step 1 is the steady step (--steps 1
-	# refused): PyTorch's first step is printed, not compared.
+	# the first step's (first_step_peak, the step's peak in the 3-step
+	# run and in a --steps 1 run; the bytes where it starts, the set-up's;
+	# every mark PyTorch's step 1 makes, in the --steps 1 run, whose marks
+	# are its one step's); at N > 1 its gathers and releases leaf module by
+	# leaf module, nothing gathered where it starts.
 	out=$(python3 -c 'import json, sys
 def run(f):
     d = json.load(open(f))
     return d["runs"][0]
 z3 = {r["world"]: r for r in map(json.loads, open(sys.argv[1]))}
 zs = {1: run(sys.argv[2]), 2: run(sys.argv[3]), 3: run(sys.argv[4])}
-one = run(sys.argv[5])
+ones = {1: run(sys.argv[5]), 2: run(sys.argv[6]), 3: run(sys.argv[7])}
 bad, say = [], []
 for N in (1, 2, 3):
-    t, m = z3.get(N), zs[N]
+    t, m, one = z3.get(N), zs[N], ones[N]
     if t is None:
         bad.append("no PyTorch run at N = %d" % N)
         continue
@@ -270,16 +305,20 @@ for N in (1, 2, 3):
     if got != want:
         bad.append("N = %d: zerosim %d between, %d peak; PyTorch %d, %d" % ((N,) + got + want))
     say.append("N = %d: %d between, %d peak (%s)" % (N, want[0], want[1], t["phases"][1]))
-    if N == 1:
-        got1 = (one["marks"].get("phase:forward"), m.get("first_step_peak"))
-        want1 = (t["starts"][0], t["peaks"][0])
-        if got1 != want1:
-            bad.append("N = 1, step 1: zerosim starts at %s, peaks at %s; PyTorch %d, %d" % (got1 + want1))
-        say.append("step 1 from %d, peak %d" % want1)
-    else:
-        say.append("step 1 from %d, peak %d, not compared" % (t["starts"][0], t["peaks"][0]))
-print("; ".join(bad) if bad else "ok " + "; ".join(say))' "$tmp/z3-$model" "$tmp/m3-$model.json" \
-		"$tmp/m-$model-2.json" "$tmp/m-$model-3.json" "$tmp/m1-$model.json" 2>&1)
+    got1 = (one["marks"].get("phase:forward"), m.get("first_step_peak"), one.get("first_step_peak"))
+    want1 = (t["starts"][0], t["peaks"][0], t["peaks"][0])
+    if got1 != want1:
+        bad.append("N = %d, step 1: zerosim starts at %s, peaks at %s (%s with --steps 1); PyTorch %d, %d" %
+                   ((N,) + got1 + want1[:2]))
+    if not t["marks1"]:
+        bad.append("N = %d, step 1: PyTorch made no mark" % N)
+    for label, live in t["marks1"].items():
+        if one["marks"].get(label) != live:
+            bad.append("N = %d, step 1: %s at %s bytes, PyTorch %d" % (N, label, one["marks"].get(label), live))
+    say.append("step 1 from %d, peak %d (%s), %d marks" % (want1[0], want1[1], t["phases"][0], len(t["marks1"])))
+print("; ".join(bad) if bad else "ok " + "; ".join(say))' "$tmp/z3-$model" "$tmp/m3-$model-1.json" \
+		"$tmp/m-$model-2.json" "$tmp/m-$model-3.json" "$tmp/m1-$model-1.json" "$tmp/m1-$model-2.json" \
+		"$tmp/m1-$model-3.json" 2>&1)
 	case $out in
 	"ok "*) echo "ok: $model zero3 on PyTorch 1.13 (DeepSpeed replayed) = zerosim: ${out#ok }" ;;
 	*) fail "$model: zerosim's ZeRO-3 and PyTorch 1.13 replaying DeepSpeed's differ: $out" ;;

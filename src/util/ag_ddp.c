@@ -225,20 +225,6 @@ static int contiguous(const struct ag_tensor *x)
 	return 1;
 }
 
-/* Whether event e reads or writes storage st (through any view). */
-static int touches(const struct ag_step *s, const struct ag_event *e, uint32_t st)
-{
-	if (e->kind != AG_EV_OP)
-		return 0;
-	for (int k = 0; k < AG_MAXIN; k++)
-		if (e->in[k] != NO && s->tensor[e->in[k]].storage == st)
-			return 1;
-	for (int k = 0; k < AG_MAXOUT; k++)
-		if (e->out[k] != NO && s->tensor[e->out[k]].storage == st)
-			return 1;
-	return 0;
-}
-
 /* The parameter storage whose .grad storage g is (the same step_params
  * tensor and part), or NO. */
 static uint32_t param_of_grad(const struct ag_step *s, uint32_t g)
@@ -467,7 +453,7 @@ static int ddp_list(struct ag_pass *p, const struct ddp_run *r, const struct lay
 			agp_free(p, e->t == out_loss ? clone_loss : clone_logits, e->phase);
 			continue;
 		}
-		if (out_loss != NO && (touches(s, e, out_loss) || touches(s, e, out_logits))) {
+		if (out_loss != NO && (agp_touches(s, e, out_loss) || agp_touches(s, e, out_logits))) {
 			rc = zs_fail(cause, "--ddp-find-unused: internal error: the step reads the model's outputs after "
 			             "the sink has taken them");
 			break;
@@ -835,6 +821,10 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 	 * not built */
 	if (c->wrapper == ZS_WRAPPER_DEEPSPEED)
 		oz.step1 = 0;
+	/* ZeRO-3's first step at N > 1 gathers and releases at the leaf
+	 * modules' marks (util/ag_ds3.c), where the model's are described */
+	if (c->wrapper == ZS_WRAPPER_DEEPSPEED && c->schemes[0] == ZS_ZERO3 && world > 1 && ag_ds3_step1_built(c, m))
+		oz.ds3_leaf_marks = 1;
 	if (ag_step_build(s, m, p, &oz, cause) != 0)
 		return -1;
 	if (c->wrapper == ZS_WRAPPER_DEEPSPEED) {
@@ -844,7 +834,7 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 		for (size_t i = 0; i < c->nworld; i++)
 			wmax = c->world[i] > wmax ? c->world[i] : wmax;
 		int rc = c->schemes[0] == ZS_ZERO3
-		         ? ag_ds3_apply(s, &oz, world, wmax, (uint64_t)c->ds_reduce_bucket, cause)
+		         ? ag_ds3_apply(s, p, &oz, world, wmax, (uint64_t)c->ds_reduce_bucket, cause)
 		         : ag_ds_apply(s, &oz, world, c->schemes[0] == ZS_ZERO2, (uint64_t)c->ds_reduce_bucket, cause);
 		if (rc != 0)
 			ag_step_free(s);

@@ -578,11 +578,18 @@ int ag_ds_next(struct ag_ds_walk *wk, const struct ag_event **ep, size_t *k, cha
 			wk->pend[wk->k_of[wk->grad_of[g]]] = e->in[1];
 			continue;
 		}
+		if (wk->marks && l != NULL && strncmp(l, "ds3:", 4) == 0) {
+			*ep = e;
+			return 1;
+		}
 		if (e->kind == AG_EV_OP && e->op == AG_OP_NLL && e->phase == ZS_PH_FORWARD)
 			sc->loss = e->out[0];
 		else if (wk->K > 1 && e->kind == AG_EV_OP && e->op == AG_OP_DIV && sc->loss != NO && e->in[0] == sc->loss)
 			wk->lossk = s->tensor[e->out[0]].storage;
-		agp_copy(p, e);
+		if (wk->copy != NULL)
+			wk->copy(wk->ctx, e);
+		else
+			agp_copy(p, e);
 		ag_ds_scaler_after(p, sc, e);
 	}
 	return 0;

@@ -146,10 +146,19 @@ struct ag_ds_walk {
 	uint32_t *gs, *gt, *pend;
 	uint32_t put_t, put_s;
 	int skip;
+	/* ZeRO-3's step 1 at N > 1 (util/ag_ds3.c), set after
+	 * ag_ds_walk_begin: marks, ag_ds_next hands each "ds3:" mark to the
+	 * caller (AG_EV_MARK, not copied); copy, where set, copies each event
+	 * the walk passes on as it is (its operands renamed by the caller)
+	 * in place of agp_copy. */
+	int marks;
+	void (*copy)(void *ctx, const struct ag_event *e);
+	void *ctx;
 };
 void ag_ds_walk_begin(struct ag_ds_walk *wk, struct ag_pass *p, const struct ag_ds_params *pp, uint32_t at_backward,
                       unsigned K, int moves);
-/* The next event the pass handles itself, in *e: a gradient for the
+/* The next event the pass handles itself, in *e: a "ds3:" mark where
+ * marks is set, a gradient for the
  * hook (AG_EV_GRAD_READY, copied and recorded: its parameter in *k, the
  * tensor to move put_t, of storage put_s: autograd's at the first
  * arrival; a later micro-step's, or the copy AccumulateGrad makes of it,

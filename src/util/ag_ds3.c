@@ -38,6 +38,41 @@ struct ds3 {
 	/* the bucket: its parameters (in arrival order) and their places */
 	size_t *bk, nb;
 	uint64_t *bo, used;
+	/* N > 1, the first step (o->ds3_leaf_marks: ds3_s1_*) */
+	struct ds3_s1 *s1;
+};
+
+/* DeepSpeed's first step at N > 1 (docs/schedule.md, "The first step at
+ * N > 1"): the coordinator records its trace (ppc.py 252-254), so each
+ * leaf module's pre-forward and pre-backward hook gathers its own
+ * parameters that are not whole (fetch_sub_module, 285-341; no prefetch
+ * while recording, 348-350) and its post-forward and post-backward hook
+ * releases every one of them (release_sub_module, 418-442), persistent
+ * ones too. Each gather a storage of its own, which the module's ops
+ * read in place of _post_step's copy: an operand that is a view of the
+ * parameter made before the step (the parameter itself) reads the copy
+ * that is its data when the op runs; one made in the step reads the copy
+ * that was its data when the view was made (the step's tensors are
+ * numbered as made: the last gather before its number), so F.linear's
+ * saved weight.t() reads the forward's copy in backward. A release frees
+ * the copy at once, or, where such a view still reads it, after the node
+ * that reads it last (ds3_s1_defer). */
+struct ds3_fetch {
+	size_t k;
+	uint32_t wm, copy; /* the step's tensors referenced before it (their largest number), its copy */
+};
+
+struct ds3_s1 {
+	const struct step_params *sp;
+	char **name;        /* each parameter's module (Hugging Face's name) */
+	size_t tied;        /* the tied head's table (its "lm_head" fetches it), or SIZE_MAX */
+	uint32_t nt0, tfirst, wm;
+	uint32_t *cur;      /* each one's gathered copy now, NO once released */
+	uint32_t *kof, nkof;/* storage -> 1 + k for _post_step's copies gath[k] (0: none) */
+	uint32_t *ren, *rgen, *bound; /* (below nt0) a static view's renamed one for copy rgen; a step view's */
+	struct ds3_fetch *fx;
+	size_t nfx, capfx;
+	int err;
 };
 
 static int by_k(const void *a, const void *b)
@@ -295,6 +330,269 @@ static void post_step_gather(struct ds3 *d, enum zs_phase ph)
 		agp_op(d->p, ph, AG_OP_ALL_GATHER, ag_ds_view(d->p, d->flat, d->po[k], d->c[k]), d->gath[k]);
 }
 
+/* A view of copy `copy` as tensor t views _post_step's (the same
+ * shape, strides and offset: a single parameter's copy is the
+ * empty(ceil(n/N)·N) its data narrows from 0, several parameters' each a
+ * cat of n elements). */
+static uint32_t s1_view(struct ds3 *d, uint32_t t, uint32_t copy)
+{
+	struct ag_tensor x = d->p->s->tensor[t];
+	uint32_t v = agp_newt(d->p);
+	x.storage = copy;
+	x.bytes = 0;
+	d->p->s->tensor[v] = x;
+	return v;
+}
+
+/* Operand t of the step's op as the first step reads it. */
+static uint32_t s1_ren(struct ds3 *d, uint32_t t)
+{
+	struct ds3_s1 *q = d->s1;
+	if (t == NO || t >= q->nt0)
+		return t;
+	uint32_t st = d->p->s->tensor[t].storage;
+	if (st >= q->nkof || q->kof[st] == 0)
+		return t;
+	size_t k = q->kof[st] - 1;
+	if (t < q->tfirst) { /* the parameter (or a view of it made before the step): its data now */
+		uint32_t c = q->cur[k];
+		if (c == NO) {
+			q->err = 1;
+			return t;
+		}
+		if (q->ren[t] == NO || q->rgen[t] != c) {
+			q->ren[t] = s1_view(d, t, c);
+			q->rgen[t] = c;
+		}
+		return q->ren[t];
+	}
+	if (q->bound[t] == NO) { /* made in the step: the data when it was made */
+		uint32_t c = NO;
+		for (size_t i = q->nfx; i-- > 0;)
+			if (q->fx[i].k == k && q->fx[i].wm < t) {
+				c = q->fx[i].copy;
+				break;
+			}
+		if (c == NO) {
+			q->err = 1;
+			return t;
+		}
+		q->bound[t] = s1_view(d, t, c);
+	}
+	return q->bound[t];
+}
+
+static void s1_seen(struct ds3_s1 *q, uint32_t t)
+{
+	if (t != NO && t < q->nt0 && (q->wm == NO || t > q->wm))
+		q->wm = t;
+}
+
+/* ag_ds_walk's copy at step 1: the operands renamed (s1_ren). */
+static void s1_copy(void *ctx, const struct ag_event *e0)
+{
+	struct ds3 *d = ctx;
+	struct ag_event e = *e0;
+	s1_seen(d->s1, e.t);
+	for (int j = 0; j < AG_MAXIN; j++)
+		s1_seen(d->s1, e.in[j]);
+	for (int j = 0; j < AG_MAXOUT; j++)
+		s1_seen(d->s1, e.out[j]);
+	if (e.kind == AG_EV_OP) {
+		for (int j = 0; j < AG_MAXIN; j++)
+			e.in[j] = s1_ren(d, e.in[j]);
+		for (int j = 0; j < AG_MAXOUT; j++)
+			e.out[j] = s1_ren(d, e.out[j]);
+	}
+	agp_copy(d->p, &e);
+}
+
+/* A module's fetch of its parameters ks[0..nk) that are not whole, in
+ * ds_id order (all_gather_coalesced, pp.py 1200-1345 at 38327e0): one
+ * into a torch.empty(ceil(n/N)·N) its data narrows (1246-1266); several
+ * into one flat torch.empty(N·Σ ceil(n/N)) (_all_gather_dtype,
+ * 1164-1197: the rank's partitions its slice), then each one's data a
+ * torch.cat of its parts, rank by rank (AllGatherCoalescedHandle.wait,
+ * 676-714: n elements, a rank past n adding none), the flat freed with
+ * the handle (ppc.py 322-336). 0, or -1 where the parameters' partitions
+ * do not lie side by side in lp_param_buffer (not built). */
+static int s1_fetch(struct ds3 *d, const size_t *ks, size_t nk, enum zs_phase ph)
+{
+	struct ag_pass *p = d->p;
+	struct ds3_s1 *q = d->s1;
+	const unsigned N = d->N;
+	if (nk == 0)
+		return 0;
+	if (nk == 1) {
+		size_t k = ks[0];
+		uint32_t buf = agp_storage(p, "empty (all_gather_coalesced's buffer)", AG_F32, d->c[k] * N, 0,
+		                           ZS_CAT_GATHERED);
+		agp_alloc(p, buf, ph);
+		agp_op(p, ph, AG_OP_ALL_GATHER, ag_ds_view(p, d->flat, d->po[k], d->c[k]), buf);
+		q->cur[k] = buf;
+	} else {
+		uint64_t sz = 0;
+		for (size_t j = 0; j < nk; j++) {
+			if (j > 0 && d->po[ks[j]] != d->po[ks[j - 1]] + d->c[ks[j - 1]])
+				return -1;
+			sz += d->c[ks[j]];
+		}
+		uint32_t fl = agp_storage(p, "empty (_all_gather_dtype's flat)", AG_F32, sz * N, 0, ZS_CAT_GATHERED);
+		agp_alloc(p, fl, ph);
+		agp_op(p, ph, AG_OP_ALL_GATHER, ag_ds_view(p, d->flat, d->po[ks[0]], sz), fl);
+		uint64_t off = 0;
+		for (size_t j = 0; j < nk; j++) {
+			size_t k = ks[j];
+			uint32_t cat = agp_storage(p, "cat (AllGatherCoalescedHandle.wait)", AG_F32, d->numel[k], 0,
+			                           ZS_CAT_GATHERED);
+			agp_alloc(p, cat, ph);
+			for (unsigned r = 0; r < N; r++) {
+				uint64_t len = chunk_len(d, k, r);
+				if (len > 0)
+					agp_op(p, ph, AG_OP_COPY, ag_ds_view(p, fl, (uint64_t)r * sz + off, len),
+					       ag_ds_view(p, cat, (uint64_t)r * d->c[k], len));
+			}
+			q->cur[k] = cat;
+			off += d->c[k];
+		}
+		agp_free(p, fl, ph);
+	}
+	for (size_t j = 0; j < nk; j++) {
+		if (q->nfx == q->capfx) {
+			q->capfx = q->capfx ? 2 * q->capfx : 64;
+			q->fx = zs_realloc(q->fx, q->capfx * sizeof *q->fx);
+		}
+		q->fx[q->nfx++] = (struct ds3_fetch){.k = ks[j], .wm = q->wm, .copy = q->cur[ks[j]]};
+	}
+	return 0;
+}
+
+/* A leaf module's hook at step 1 (its "ds3:NAME:WHERE" mark): fwd and bwd
+ * fetch its own parameters that are not whole, fwd_end and bwd_end
+ * release every one of them (free_param, pp.py 282-291: the copy freed
+ * here; ds3_s1_defer moves the free after a saved view's last read). 0,
+ * or -1 with *cause. */
+static int s1_hook(struct ds3 *d, const struct ag_event *e, char **cause)
+{
+	struct ds3_s1 *q = d->s1;
+	const char *name = e->label + 4, *at = strrchr(name, ':');
+	if (at == NULL)
+		return zs_fail(cause, "--wrapper deepspeed: internal error: the mark %s", e->label);
+	size_t len = (size_t)(at - name), nk = 0;
+	size_t *ks = zs_malloc((d->n ? d->n : 1) * sizeof *ks);
+	for (size_t k = 0; k < d->n; k++) {
+		int own = strlen(q->name[k]) == len && strncmp(q->name[k], name, len) == 0;
+		own |= k == q->tied && len == 7 && strncmp(name, "lm_head", 7) == 0;
+		if (own)
+			ks[nk++] = k;
+	}
+	int rc = 0;
+	if (strcmp(at + 1, "fwd") == 0 || strcmp(at + 1, "bwd") == 0) {
+		size_t m = 0;
+		for (size_t j = 0; j < nk; j++)
+			if (q->cur[ks[j]] == NO)
+				ks[m++] = ks[j];
+		if (s1_fetch(d, ks, m, e->phase) != 0)
+			rc = zs_fail(cause, "--wrapper deepspeed --schemes zero3: module %.*s's parameters do not lie side by "
+			             "side in DeepSpeed's partitions: its gather of them is not built yet", (int)len, name);
+	} else {
+		for (size_t j = 0; j < nk; j++)
+			if (q->cur[ks[j]] != NO) {
+				agp_free(d->p, q->cur[ks[j]], e->phase);
+				q->cur[ks[j]] = NO;
+			}
+	}
+	free(ks);
+	return rc;
+}
+
+/* A released copy that a view made while it was the data still reads
+ * (F.linear's saved weight.t()): its free moved after the last op that
+ * reads it and the frees that follow that op (the node releasing its
+ * saved variables and its incoming gradient: tests/ds3_saved.py
+ * --release-order, docs/schedule.md). */
+static void s1_defer(struct ds3 *d, struct ag_event *ev, size_t n)
+{
+	const struct ag_step *s = d->p->s;
+	struct ds3_s1 *q = d->s1;
+	for (size_t i = 0; i < n; i++) {
+		if (ev[i].kind != AG_EV_FREE)
+			continue;
+		int copy = 0;
+		for (size_t f = 0; f < q->nfx && !copy; f++)
+			copy = q->fx[f].copy == ev[i].t;
+		if (!copy)
+			continue;
+		size_t last = i;
+		for (size_t j = i + 1; j < n; j++)
+			if (agp_touches(s, &ev[j], ev[i].t))
+				last = j;
+		if (last == i)
+			continue;
+		size_t to = last + 1;
+		while (to < n && ev[to].kind == AG_EV_FREE)
+			to++;
+		struct ag_event fr = ev[i];
+		memmove(&ev[i], &ev[i + 1], (to - i - 1) * sizeof *ev);
+		ev[to - 1] = fr;
+		i--; /* the event now at i */
+	}
+}
+
+static void s1_begin(struct ds3 *d, struct ds3_s1 *q, const struct step_params *sp, const struct ag_ds_params *pp)
+{
+	const struct ag_step *s = d->p->s;
+	*q = (struct ds3_s1){.sp = sp, .tied = SIZE_MAX, .nt0 = (uint32_t)pp->nt0, .tfirst = (uint32_t)pp->nt0,
+	                     .wm = NO};
+	q->name = zs_malloc((d->n ? d->n : 1) * sizeof *q->name);
+	q->cur = zs_malloc((d->n ? d->n : 1) * sizeof *q->cur);
+	for (size_t k = 0; k < d->n; k++) {
+		const struct ag_tensor *w = &s->tensor[pp->w[k]];
+		char buf[256];
+		step_part_name(sp, (size_t)w->param, w->part, buf, sizeof buf);
+		char *dot = strrchr(buf, '.');
+		if (dot != NULL)
+			*dot = '\0';
+		q->name[k] = zs_strdup(buf);
+		q->cur[k] = NO;
+		if (sp->tied && w->param == 0)
+			q->tied = k;
+	}
+	/* the step's first storage: what is numbered below it was made
+	 * before the step (the parameters and their views) */
+	for (size_t i = 0; i < s->nevents; i++)
+		if (s->event[i].kind == AG_EV_ALLOC && s->event[i].t < q->tfirst)
+			q->tfirst = s->event[i].t;
+	size_t nt = s->ntensors;
+	q->ren = zs_malloc(q->nt0 * sizeof *q->ren + 1);
+	q->rgen = zs_malloc(q->nt0 * sizeof *q->rgen + 1);
+	q->bound = zs_malloc(q->nt0 * sizeof *q->bound + 1);
+	for (size_t t = 0; t < q->nt0; t++)
+		q->ren[t] = q->rgen[t] = q->bound[t] = NO;
+	q->nkof = (uint32_t)nt;
+	q->kof = zs_calloc(nt ? nt : 1, sizeof *q->kof);
+	for (size_t k = 0; k < d->n; k++)
+		q->kof[d->gath[k]] = (uint32_t)k + 1;
+	d->s1 = q;
+}
+
+static void s1_end(struct ds3 *d)
+{
+	struct ds3_s1 *q = d->s1;
+	if (q == NULL)
+		return;
+	for (size_t k = 0; k < d->n; k++)
+		free(q->name[k]);
+	free(q->name);
+	free(q->cur);
+	free(q->ren);
+	free(q->rgen);
+	free(q->bound);
+	free(q->kof);
+	free(q->fx);
+	d->s1 = NULL;
+}
+
 /* The state a step's list is written with (ds3_step). */
 struct ds3_state {
 	uint32_t fp32p, am, av, astep, gnorm;
@@ -308,7 +606,7 @@ struct ds3_state {
  * a Python float 0. (191) until the first step() makes the tensor
  * (step()'s norm, 2099-2103) that later steps replace. 0, or -2 (an internal error). */
 static int ds3_step(struct ds3 *d, const struct ag_ds_params *pp, const struct ag_options *o,
-                    const struct ds3_state *sv, int first, char **cause)
+                    const struct ds3_state *sv, int first, int fetch, char **cause)
 {
 	struct ag_pass *p = d->p;
 	const unsigned world = d->N;
@@ -319,9 +617,21 @@ static int ds3_step(struct ds3 *d, const struct ag_ds_params *pp, const struct a
 	 * loss.float() (the loss itself in fp32); the bucket is the set-up's */
 	struct ag_ds_walk wk;
 	ag_ds_walk_begin(&wk, p, pp, NO, 1, 1);
+	/* the leaf modules' marks: step 1's fetches and releases at N > 1
+	 * (s1_hook), dropped from the steady step */
+	wk.marks = o->ds3_leaf_marks;
+	if (fetch) {
+		wk.copy = s1_copy;
+		wk.ctx = d;
+	}
 	const struct ag_event *e;
 	size_t kg;
 	while ((rc = ag_ds_next(&wk, &e, &kg, cause)) == 1) {
+		if (e->kind == AG_EV_MARK && strncmp(e->label, "ds3:", 4) == 0) {
+			if (fetch && (rc = s1_hook(d, e, cause)) != 0)
+				break;
+			continue;
+		}
 		if (e->kind == AG_EV_GRAD_READY) {
 			ipg_add(d, kg, wk.put_t, wk.put_s, e->phase);
 			continue;
@@ -338,7 +648,12 @@ static int ds3_step(struct ds3 *d, const struct ag_ds_params *pp, const struct a
 		 * ones too; nothing at N = 1), the norms */
 		const enum zs_phase po = ZS_PH_OPTIMIZER;
 		for (size_t k = 0; world > 1 && k < d->n; k++)
-			agp_free(p, d->gath[k], po);
+			if (!fetch)
+				agp_free(p, d->gath[k], po);
+			else if (d->s1->cur[k] != NO) { /* step 1: what is whole now */
+				agp_free(p, d->s1->cur[k], po);
+				d->s1->cur[k] = NO;
+			}
 		uint32_t keep[2];
 		norm(d, gnorm, keep, first, po);
 		/* _prepare_fp32_grad_for_sub_group (1895-1915): flatten
@@ -369,13 +684,19 @@ static int ds3_step(struct ds3 *d, const struct ag_ds_params *pp, const struct a
 		agp_free(p, keep[1], po);
 	}
 	rc = ag_ds_walk_end(&wk, rc, cause);
+	if (rc == 0 && fetch) {
+		s1_defer(d, p->s->event, p->s->nevents);
+		if (d->s1->err)
+			rc = zs_fail(cause, "--wrapper deepspeed --schemes zero3: internal error: step 1 reads a parameter no "
+			             "gather made whole");
+	}
 	return rc;
 }
 
 /* ------------------------------------------------------------------------ */
 
-int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, unsigned wmax, uint64_t bucket,
-                 char **cause)
+int ag_ds3_apply(struct ag_step *s, const struct step_params *sp, const struct ag_options *o, unsigned world,
+                 unsigned wmax, uint64_t bucket, char **cause)
 {
 	if (world < 1)
 		return zs_fail(cause, "--wrapper deepspeed: N must be at least 1");
@@ -520,38 +841,49 @@ int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 		agp_free(p, r, ph0);
 	}
 	free(part);
-	/* at N > 1 what _post_step leaves, made here: step 1 is run as the
-	 * steady step (its forward and backward read these; DeepSpeed's own
-	 * step 1 fetches and releases module by module instead, not built:
+	/* at N > 1 over a model whose leaf marks are not described
+	 * (ag_ds3_marks_lacking), what _post_step leaves, made here: step 1
+	 * is run as the steady step (its forward and backward read these;
+	 * DeepSpeed's own step 1 fetches and releases module by module:
 	 * --steps 1 is refused, autograd.c ag_step1_check) */
-	if (world > 1)
+	const int fetch = world > 1 && o->ds3_leaf_marks;
+	if (world > 1 && !fetch)
 		post_step_gather(d, ph0);
 	agp_take(p, &s->setup, &s->nsetup);
 	const struct ds3_state st = {.fp32p = fp32p, .am = am, .av = av, .astep = astep, .gnorm = gnorm};
-	if (world > 1) {
+	struct ds3_s1 q1;
+	if (fetch)
+		s1_begin(d, &q1, sp, &pp);
+	if (world > 1 && !fetch) {
 		/* N > 1: the run's step 1 is the steady step over the set-up's
 		 * gathered copies, Adam's state made before it (first_step) */
 		ag_ds_first_step(p, am, av, astep, gnorm);
-		rc = ds3_step(d, &pp, o, &st, 0, cause);
+		rc = ds3_step(d, &pp, o, &st, 0, 0, cause);
 	} else {
-		/* N = 1: the run's first step, a list of its own (ag_step.step1:
-		 * Adam's state and _global_grad_norm made in it), then the steady
+		/* N = 1, and N > 1 with the leaf marks: the run's first step, a
+		 * list of its own (ag_step.step1: Adam's state and
+		 * _global_grad_norm made in it), then the steady
 		 * step, both written from the plain loop's steady list; no
 		 * first_step prefix. A fetch at N = 1 allocates nothing
 		 * (_no_gather_coalesced, pp.py 1205-1206, 810-820: param.data a
 		 * view of its partition) and a release frees nothing (free_param
 		 * swaps a view for an empty(0)), so step 1's forward and backward
 		 * are the steady step's: the coordinator's RECORD (ppc.py
-		 * 254) and its trace change no byte here. */
+		 * 254) and its trace change no byte here. N > 1 (fetch): the
+		 * same, where nothing is gathered when it starts, its forward
+		 * and backward gathering and releasing leaf module by leaf
+		 * module (struct ds3_s1) and its step() ending with
+		 * _post_step's gathers, which the steady step reads. */
 		size_t nplain;
 		struct ag_event *plain = ag_ds_plain_keep(s, &nplain);
-		rc = ds3_step(d, &pp, o, &st, 1, cause);
+		rc = ds3_step(d, &pp, o, &st, 1, fetch, cause);
 		if (rc == 0) {
 			ag_ds_plain_step1(s, &plain, nplain);
-			rc = ds3_step(d, &pp, o, &st, 0, cause);
+			rc = ds3_step(d, &pp, o, &st, 0, 0, cause);
 		}
 		free(plain);
 	}
+	s1_end(d);
 	free(orig);
 out:
 	ag_ds_params_free(&pp);

@@ -9,9 +9,11 @@
  * Built at N = 1, where a module's fetch and release allocate nothing,
  * and at N > 1 the steady step where every parameter persists (at most
  * 1e5 elements: the forward and backward gather nothing and read
- * _post_step's copies); step 1 is run as the steady step (DeepSpeed's
- * gathers and releases leaf module by leaf module there: not built,
- * --steps 1 refused); docs/schedule.md, "ZeRO-3 over the PyTorch step":
+ * _post_step's copies), and step 1 as a list of its own that starts
+ * with nothing gathered and gathers and releases leaf module by leaf
+ * module at the step's ds3 marks (o->ds3_leaf_marks; where they are not
+ * described step 1 is the steady step, --steps 1 refused);
+ * docs/schedule.md, "ZeRO-3 over the PyTorch step":
  *
  *   set-up   each parameter broadcast, partitioned (its ds_tensor) and
  *            its data freed (Init(module=...)); the partitions moved into
@@ -20,8 +22,8 @@
  *            fp32 partition, a zeros of the whole parameters' elements
  *            made and dropped, the reduce bucket and the gradient
  *            partitions (kept); each parameter gathered and freed again
- *            where its gradient hook is made; N > 1: the persistent
- *            parameters gathered as _post_step leaves them;
+ *            where its gradient hook is made; N > 1 without the marks:
+ *            the persistent parameters gathered as _post_step leaves them;
  *   backward loss * 1.0 and its MulBackward; each gradient copied into
  *            the bucket at its AccumulateGrad hook and freed, a full
  *            bucket (and backward's end) reduce-scattered (one gradient
@@ -38,15 +40,15 @@
 
 #include "util/autograd.h"
 
-/* Turn the plain loop's step s (built under o with zero_grad none) into
- * the step under DeepSpeed's ZeRO-3 over `world` ranks with a reduce
- * bucket of `bucket` elements (wmax: the largest N the run lists, whose
+/* Turn the plain loop's step s of parameters sp (built under o with
+ * zero_grad none) into the step under DeepSpeed's ZeRO-3 over `world`
+ * ranks with a reduce bucket of `bucket` elements (wmax: the largest N the run lists, whose
  * refusals are the input's at any N). 0; -1 with *cause where the input is not
  * built (a parameter larger than the bucket, exactly one
  * persistent parameter, at N > 1 one that does not persist, more than sub_group_size's 1e9 parameters: s is
  * unchanged); -2 with *cause where the step is
  * not one the pass takes (an internal error: s is then only to be freed). */
-int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, unsigned wmax, uint64_t bucket,
-                 char **cause);
+int ag_ds3_apply(struct ag_step *s, const struct step_params *sp, const struct ag_options *o, unsigned world,
+                 unsigned wmax, uint64_t bucket, char **cause);
 
 #endif

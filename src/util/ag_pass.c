@@ -240,3 +240,16 @@ void agp_trained_params(const struct ag_step *s, size_t nt, unsigned char *train
 	if (s->step1 != NULL)
 		trained_in(s, s->step1, s->nstep1, nt, trained, grad_of);
 }
+
+int agp_touches(const struct ag_step *s, const struct ag_event *e, uint32_t st)
+{
+	if (e->kind != AG_EV_OP)
+		return 0;
+	for (int k = 0; k < AG_MAXIN; k++)
+		if (e->in[k] != AG_NONE && s->tensor[e->in[k]].storage == st)
+			return 1;
+	for (int k = 0; k < AG_MAXOUT; k++)
+		if (e->out[k] != AG_NONE && s->tensor[e->out[k]].storage == st)
+			return 1;
+	return 0;
+}

@@ -60,4 +60,7 @@ void agp_scalar_inplace(struct ag_pass *p, enum ag_op k, uint32_t x, double v, e
  * AG_NONE for the rest (the caller's arrays of nt). */
 void agp_trained_params(const struct ag_step *s, size_t nt, unsigned char *trained, uint32_t *grad_of);
 
+/* Whether event e (an op) reads or writes storage st, through any view. */
+int agp_touches(const struct ag_step *s, const struct ag_event *e, uint32_t st);
+
 #endif

@@ -7608,23 +7608,45 @@ const char *ag_step1_lacking(const struct zs_config *c)
 	 * ZeRO-1 and 2 (util/ag_ds.c writes its own from the steady list,
 	 * held to step_peaks[0] by tests/ds_bf16_torch.sh); ZeRO-3's at N = 1
 	 * (util/ag_ds3.c writes it: a fetch there is a view, so step 1 differs
-	 * in Adam's state and _global_grad_norm alone); at N > 1 the pass
-	 * rewrites the steady list alone (DeepSpeed's step 1 gathers module by
-	 * module before its trace is complete: not built) */
-	if (c->wrapper == ZS_WRAPPER_DEEPSPEED && c->nschemes > 0 && c->schemes[0] == ZS_ZERO3)
-		for (size_t i = 0; i < c->nworld; i++)
-			if (c->world[i] > 1)
-				return "--wrapper deepspeed --schemes zero3";
+	 * in Adam's state and _global_grad_norm alone) and at N > 1 (its
+	 * gathers and releases module by module at the step's leaf marks,
+	 * where the model's are described: ag_step1_check refuses the rest) */
+	(void)c;
 	return NULL;
+}
+
+/* ZeRO-3 at N > 1 over a model whose leaf marks are not described
+ * (ag_ds3_marks_lacking): what lacks, or NULL. */
+static const char *ds3_step1_lacking(const struct zs_config *c, const struct zs_model *m)
+{
+	if (c->wrapper != ZS_WRAPPER_DEEPSPEED || c->nschemes == 0 || c->schemes[0] != ZS_ZERO3)
+		return NULL;
+	int many = 0;
+	for (size_t i = 0; i < c->nworld; i++)
+		many |= c->world[i] > 1;
+	if (!many)
+		return NULL;
+	struct ag_options o;
+	ag_options_from_config(&o, c, 1, 1);
+	return ag_ds3_marks_lacking(m, &o);
+}
+
+int ag_ds3_step1_built(const struct zs_config *c, const struct zs_model *m)
+{
+	return ds3_step1_lacking(c, m) == NULL;
 }
 
 int ag_step1_check(const struct zs_config *c, const struct zs_model *m, char **cause)
 {
 	if (c->steps != 1)
 		return 0;
-	const char *what = ag_step1_lacking(c);
+	const char *what = ag_step1_lacking(c), *no = ds3_step1_lacking(c, m);
 	if (what == NULL && m->experts > 0)
 		what = "a mixture of experts";
+	if (what == NULL && no != NULL)
+		return zs_fail(cause, "--steps 1: --wrapper deepspeed --schemes zero3 at N > 1 over %s has no first step "
+		               "of its own yet (its one step would be the steady step's over the set-up's state, which "
+		               "PyTorch never runs); give --steps 2", no);
 	if (what == NULL)
 		return 0;
 	return zs_fail(cause, "--steps 1: %s has no first step of its own yet (its one step would be the steady "
@@ -7761,6 +7783,23 @@ static void one_step(struct bld *b, struct model *M, const T *ids, const T *labe
 	mark(b, "phase:between");
 }
 
+const char *ag_ds3_marks_lacking(const struct zs_model *m, const struct ag_options *o)
+{
+	return m->hf_fused     ? "fused qkv_proj and gate_up_proj"
+	       : m->qkv_bias    ? "q_proj, k_proj and v_proj with biases"
+	       : m->gemma       ? "the gemmas' extra norms"
+	       : m->qk_norm     ? "q_norm and k_norm"
+	       : m->experts > 0 ? "a mixture's experts"
+	       : o->lora_r      ? "--lora-r"
+	       : o->quant_nf4   ? "--quant-base nf4"
+	       : o->recompute   ? "--recompute full"
+	       /* (held to DeepSpeed's hooks in fp32 with every parameter
+	        * trained alone: tests/ds3_torch.sh) */
+	       : o->freeze && *o->freeze ? "--freeze"
+	       : o->amp != AG_F32 || o->mdt != AG_F32 ? "16-bit compute (autocast, DeepSpeed's bf16)"
+	                                        : NULL;
+}
+
 int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step_params *p,
                   const struct ag_options *o, char **cause)
 {
@@ -7864,19 +7903,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * projections, the gemmas' extra norms, qwen3's q_norm and k_norm, a
 	 * mixture's experts) or an adapter's, by name */
 	if (o->ds3_leaf_marks) {
-		const char *no = m->hf_fused     ? "fused qkv_proj and gate_up_proj"
-		                 : m->qkv_bias    ? "q_proj, k_proj and v_proj with biases"
-		                 : m->gemma       ? "the gemmas' extra norms"
-		                 : m->qk_norm     ? "q_norm and k_norm"
-		                 : m->experts > 0 ? "a mixture's experts"
-		                 : o->lora_r      ? "--lora-r"
-		                 : o->quant_nf4   ? "--quant-base nf4"
-		                 : o->recompute   ? "--recompute full"
-		                 /* (held to DeepSpeed's hooks in fp32 with every
-		                  * parameter trained alone: tests/ds3_torch.sh) */
-		                 : o->freeze && *o->freeze ? "--freeze"
-		                 : o->amp != AG_F32 || o->mdt != AG_F32 ? "16-bit compute (autocast, DeepSpeed's bf16)"
-		                                  : NULL;
+		const char *no = ag_ds3_marks_lacking(m, o);
 		if (no)
 			return refuse(cause, "--model %s: DeepSpeed's ZeRO-3 module marks over %s are not described yet",
 			              m->name, no);

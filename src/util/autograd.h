@@ -397,7 +397,9 @@ struct ag_options {
 	 * (a module whose inputs require no grad has no ":bwd_end"); and
 	 * F.linear's saved weight.t() kept as a view that its backward reads.
 	 * gpt2 and llama's layer (no fused, normed or biased q/k/v, no
-	 * mixture, no LoRA, no 4-bit base) so far; 0 leaves every list as it
+	 * mixture, no LoRA, no 4-bit base) so far (ag_ds3_marks_lacking);
+	 * ag_step_build_run sets it for DeepSpeed's ZeRO-3 at N > 1, whose
+	 * first step gathers and releases at them; 0 leaves every list as it
 	 * was. */
 	int ds3_leaf_marks;
 	/* --wrapper fsdp's backward_prefetch BACKWARD_PRE (--prefetch
@@ -515,6 +517,11 @@ void ag_optimizer_first_events(struct ag_step *s, const struct ag_options *o, co
  * on CUDA from 2.0, else single; attention: eager in 1.13, sdpa in 2.x). */
 void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uint64_t batch, uint64_t seq);
 
+/* What of m and o keeps the step's DeepSpeed ZeRO-3 leaf marks
+ * (o->ds3_leaf_marks) from being described ("fused qkv_proj and
+ * gate_up_proj", "--freeze", ...), or NULL where they are. */
+const char *ag_ds3_marks_lacking(const struct zs_model *m, const struct ag_options *o);
+
 /* What of c's wrapper and options keeps the first step from being a list
  * of its own (ag_options.step1: "--wrapper deepspeed", "--wrapper fsdp
  * with --grad-accum", ...), or NULL where it is one (a mixture's, m's,
@@ -525,5 +532,9 @@ const char *ag_step1_lacking(const struct zs_config *c);
  * step's over the set-up's state, a peak no PyTorch reaches. Returns 0,
  * or -1 with *cause (one line, naming what lacks it and giving --steps 2). */
 int ag_step1_check(const struct zs_config *c, const struct zs_model *m, char **cause);
+/* Whether DeepSpeed's ZeRO-3 first step at N > 1 is built for c's run
+ * of m (its leaf marks described: ag_ds3_marks_lacking); 1 too where the
+ * run is not ZeRO-3 at N > 1. */
+int ag_ds3_step1_built(const struct zs_config *c, const struct zs_model *m);
 
 #endif

@@ -1104,11 +1104,10 @@ static int check_ds_wrapper(const struct zs_config *c, char **cause)
 		else if (c->schemes[i] != c->schemes[0])
 			return zs_fail(cause, "--wrapper deepspeed runs one scheme a run, zero1, zero2 or zero3 (it lists %s and "
 			               "%s): run them apart", zs_scheme_name(c->schemes[0]), zs_scheme_name(c->schemes[i]));
-	/* ZeRO-3 at N > 1 is the steady step alone (util/ag_ds3.c: DeepSpeed's
-	 * first step gathers module by module where the steady one does not,
-	 * not built; its --steps 1 is refused there, util/autograd.c
-	 * ag_step1_check; at N = 1, where a fetch is a view, step 1 is a list
-	 * of its own as ZeRO-1's and 2's; docs/schedule.md) */
+	/* ZeRO-3's first step at N > 1 gathers module by module at the leaf
+	 * marks (util/ag_ds3.c); over a model whose marks are not described
+	 * its --steps 1 is refused, util/autograd.c ag_step1_check;
+	 * docs/schedule.md */
 	/* ZeRO-3 over the plain step alone (util/ag_ds3.h): stage 3's own
 	 * accumulation, frozen parameters and overlap_comm (on by default for
 	 * stage 3, runtime/zero/config.py 351-354) are not built */
