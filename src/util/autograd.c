@@ -7807,8 +7807,6 @@ static int amp_check(const struct zs_model *m, const struct ag_options *o, char 
 		                 : m->experts > 0      ? "a mixture of experts"
 		                 : o->lora_r           ? "--lora-r"
 		                 : o->freeze && *o->freeze ? "--freeze"
-		                 : o->recompute        ? "--recompute full"
-		                 : o->drop_logits      ? "--logits dropped"
 		                                       : NULL;
 		if (no)
 			return refuse(cause, "--precision amp-fp16: float16 autocast (GradScaler's step) with %s is not "
@@ -7829,9 +7827,6 @@ static int amp_check(const struct zs_model *m, const struct ag_options *o, char 
 		const char *no = m->kv_heads != m->heads ? "fewer k/v heads than heads (SDPA's math path)"
 		                 : o->quant_nf4 ? "--quant-base nf4 (a 4-bit v_proj's fp32 v)"
 		                 : o->amp_param_views ? "--wrapper fsdp"
-		                 : o->zero1_world ? "ZeroRedundancyOptimizer"
-		                 : o->drop_logits ? "--logits dropped"
-		                 : o->lora_r && o->recompute ? "--lora-r and --recompute full"
 		                                : NULL;
 		if (no)
 			return refuse(cause, "--precision %s: autocast with --attn sdpa and %s is not described yet "
