@@ -7806,7 +7806,6 @@ static int amp_check(const struct zs_model *m, const struct ag_options *o, char 
 		                 : o->grad_accum > 1   ? "--grad-accum above 1"
 		                 : m->experts > 0      ? "a mixture of experts"
 		                 : o->lora_r           ? "--lora-r"
-		                 : o->freeze && *o->freeze ? "--freeze"
 		                                       : NULL;
 		if (no)
 			return refuse(cause, "--precision amp-fp16: float16 autocast (GradScaler's step) with %s is not "
