@@ -7779,9 +7779,10 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 }
 
 
-/* What of autocast is described (docs/schedule.md, "Autocast"): bf16 on
- * the CPU, the eager step of every family described (gpt2, llama, mistral,
- * qwen2, qwen3, phi3) without dropout; the rest refused by name. */
+/* What of autocast is described (docs/schedule.md, "Autocast" and
+ * "Float16 autocast"): bf16 on the CPU (float16 on 2.6's, under
+ * GradScaler), the eager step of every family described (gpt2, llama,
+ * mistral, qwen2, qwen3, phi3) without dropout; the rest refused by name. */
 static int amp_check(const struct zs_model *m, const struct ag_options *o, char **cause)
 {
 	/* 1.13's CPU autocast takes bf16 only: torch.autocast("cpu",
@@ -7819,9 +7820,9 @@ static int amp_check(const struct zs_model *m, const struct ag_options *o, char 
 	 * ft_lora.sh), checkpointed too (the rerun under no_grad keeps
 	 * nothing: the casts go as the op returns). The math path (fewer k/v
 	 * heads: its autocast dtypes are not traced), QLoRA's fp32 v (4-bit
-	 * v_proj) and FSDP's views of the flat parameter are not, nor (not
-	 * compared with 2.6 yet) ZeroRedundancyOptimizer, dropped logits and
-	 * LoRA checkpointed. */
+	 * v_proj) and FSDP's views of the flat parameter are not.
+	 * ZeroRedundancyOptimizer, dropped logits and LoRA checkpointed hold
+	 * against 2.6 as they are (tests/hf_torch.sh torch26, ft_lora.sh). */
 	if (o->attn == ZS_ATTN_SDPA) {
 		const char *no = m->kv_heads != m->heads ? "fewer k/v heads than heads (SDPA's math path)"
 		                 : o->quant_nf4 ? "--quant-base nf4 (a 4-bit v_proj's fp32 v)"
