@@ -7793,8 +7793,9 @@ static int amp_check(const struct zs_model *m, const struct ag_options *o, char 
 		return refuse(cause, "--precision amp-fp16: PyTorch 1.13's autocast on the CPU takes bfloat16 only (give "
 		              "--precision amp-bf16)");
 	/* 2.6's float16 on the CPU: bf16's cast policy with float16 (one
-	 * lower_precision_fp list for both: autocast_mode.cpp's
-	 * get_lower_precision_fp_from_device_type), under GradScaler("cpu")
+	 * lower_precision_fp list for both: autocast_mode.h's
+	 * get_lower_precision_fp_from_device_type, the CPU's
+	 * get_autocast_cpu_dtype()), under GradScaler("cpu")
 	 * (grad_scaler_scale); the plain loop and DDP, single and foreach
 	 * Adam, checked against 2.6's allocator (tests/hf_torch.sh torch26);
 	 * the rest by name */
