@@ -407,8 +407,9 @@ bad_measure "$tmp/case-huge-batch.json: the case's batches[0][0].x has 1 rows, t
 cat >"$tmp/tiny.json" <<'EOF_'
 {"model_type": "gpt2", "n_embd": 16, "n_layer": 1, "n_head": 2, "vocab_size": 32, "n_positions": 8}
 EOF_
-# autocast (--precision amp-bf16) is the PyTorch step's alone: refused
-# elsewhere by name, and amp-fp16 on 1.13's CPU as PyTorch refuses it
+# autocast (--precision amp-bf16, amp-fp16) is the PyTorch step's alone:
+# refused elsewhere by name, and amp-fp16 on 1.13's CPU as PyTorch refuses
+# it (2.6's is taken: below, with SDPA's rows)
 amp_only="PyTorch's autocast is described for the PyTorch step only (--model with --framework torch --wrapper none or ddp); zerosim's own schedules take mixed or fp32"
 bad_measure "--precision amp-bf16: $amp_only" --precision amp-bf16
 bad_theory "--precision amp-fp16: $amp_only" --precision amp-fp16 --model "$tmp/tiny.json"
@@ -1223,17 +1224,33 @@ EOF_
 bad_theory "--precision amp-bf16: autocast with --attn sdpa and --wrapper fsdp is not described yet (give --attn eager)" \
 	--framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper fsdp --world 2 --schemes zero3 \
 	--precision amp-bf16 --torch-device cpu --attn sdpa --torch-version 2.6
-# (not compared with 2.6 yet: ZeroRedundancyOptimizer, dropped logits,
-# LoRA checkpointed)
-bad_theory "--precision amp-bf16: autocast with --attn sdpa and ZeroRedundancyOptimizer is not described yet" \
-	--framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper ddp --world 2 --schemes zero1 \
-	--precision amp-bf16 --torch-device cpu --attn sdpa --torch-version 2.6
-bad_theory "--precision amp-bf16: autocast with --attn sdpa and --logits dropped is not described yet" \
-	--framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper none --world 1 --logits dropped \
-	--precision amp-bf16 --torch-device cpu --attn sdpa --torch-version 2.6
-bad_theory "--precision amp-bf16: autocast with --attn sdpa and --lora-r and --recompute full is not described yet" \
-	--framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper none --world 1 --lora-r 4 --recompute full \
-	--precision amp-bf16 --torch-device cpu --attn sdpa --torch-version 2.6
+# (taken since held to 2.6: ZeroRedundancyOptimizer, dropped logits
+# (tests/hf_torch.sh torch26), LoRA checkpointed (tests/ft_lora.sh torch26))
+try 0 "" theory --out "$tmp/sdpa-amp.json" --framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper ddp \
+	--world 2 --schemes zero1 --precision amp-bf16 --torch-device cpu --attn sdpa --torch-version 2.6
+try 0 "" theory --out "$tmp/sdpa-amp.json" --framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper none \
+	--world 1 --logits dropped --precision amp-bf16 --torch-device cpu --attn sdpa --torch-version 2.6
+try 0 "" theory --out "$tmp/sdpa-amp.json" --framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper none \
+	--world 1 --lora-r 4 --recompute full --precision amp-bf16 --torch-device cpu --attn sdpa --torch-version 2.6
+# float16 autocast (2.6, GradScaler's step): the plain loop and DDP, single
+# and foreach Adam (tests/hf_torch.sh torch26); the rest by name
+try 0 "" theory --out "$tmp/fp16.json" --framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper ddp --schemes dp \
+	--world 2 --precision amp-fp16 --torch-device cpu --attn sdpa --torch-version 2.6
+fp16_2_6="--framework torch --model $tmp/tiny-nodrop.json --seq 8 --precision amp-fp16 --torch-device cpu --torch-version 2.6"
+fp16_no="--precision amp-fp16: float16 autocast (GradScaler's step) with"
+# shellcheck disable=SC2086
+bad_theory "$fp16_no --optimizer-impl fused (fused Adam takes the scaler's grad_scale and found_inf itself" \
+	$fp16_2_6 --wrapper none --world 1 --optimizer-impl fused
+# shellcheck disable=SC2086
+bad_theory "$fp16_no ZeroRedundancyOptimizer (give --schemes dp) is not described yet" $fp16_2_6 --wrapper ddp \
+	--world 2 --schemes zero1
+# shellcheck disable=SC2086
+bad_theory "$fp16_no --wrapper fsdp (ShardedGradScaler) is not described yet" $fp16_2_6 --wrapper fsdp --world 2 \
+	--schemes zero3
+# shellcheck disable=SC2086
+bad_theory "$fp16_no --grad-accum above 1 is not described yet" $fp16_2_6 --wrapper none --world 1 --grad-accum 2
+# shellcheck disable=SC2086
+bad_theory "$fp16_no --lora-r is not described yet" $fp16_2_6 --wrapper none --world 1 --lora-r 4
 sed 's/"attn_pdrop": 0.0/"attn_pdrop": 0.1/' "$tmp/tiny-nodrop.json" >"$tmp/tiny-adrop.json"
 # (gpt2's and a llama's with fewer k/v heads run: tests/hf_torch.sh torch26)
 try 0 "" theory --out "$tmp/adrop.json" --framework torch --model "$tmp/tiny-adrop.json" --seq 8 --wrapper none --world 1 \

@@ -311,6 +311,8 @@ autocast: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;
 2.6: sdpa: QLoRA: llama, default targets;llama;none;1;1;-;--lora-r 4 --quant-base nf4
 2.6: sdpa: autocast: gpt2, default target (the bf16 flash kernel over the adapted c_attn);gpt2;none;1;1;-;--lora-r 4
 2.6: sdpa: autocast: llama, 4 k/v heads, default targets (q's and k's bf16 copies), zeros;llamamha;zeros;1;1;-;--lora-r 4
+2.6: sdpa: autocast: checkpointed: gpt2, default target (c_attn), zeros;gpt2;zeros;1;1;-;--lora-r 4 --recompute full
+2.6: sdpa: autocast: checkpointed: llama, 4 k/v heads, all-linear;llamamha;none;1;1;-;--lora-r 4 --lora-targets all-linear --recompute full
 CASES
 i0=0
 [ "$mode" != torch26 ] && i0=2

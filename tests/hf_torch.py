@@ -1605,12 +1605,12 @@ def freeze(a, model, family, cfg):
             p.requires_grad_(False)
 
 
-def one_step(a, model, opt, input_ids, labels, zero_none, step, losses):
+def one_step(a, model, opt, input_ids, labels, zero_none, step, losses, scaler=None):
     mark(f"step:{step}")
     mark("phase:forward")
     set_ctx("forward", "-")
-    if a.amp == "bf16":
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+    if a.amp != "none":
+        with torch.autocast("cpu", dtype=torch.bfloat16 if a.amp == "bf16" else torch.float16):
             outputs = model(input_ids, labels)
     else:
         outputs = model(input_ids, labels)
@@ -1621,12 +1621,23 @@ def one_step(a, model, opt, input_ids, labels, zero_none, step, losses):
     set_ctx("backward", "loss")
     IN_BACKWARD[0] = True
     try:
-        loss.backward()
+        if scaler is not None:
+            # float16 autocast's recipe (torch/amp/grad_scaler.py, 2.6:
+            # GradScaler("cpu"), the CPU's since 2.3): the scaled loss's
+            # backward, then step() (unscale_, found_inf's check) and
+            # update()
+            scaler.scale(loss).backward()
+        else:
+            loss.backward()
     finally:
         IN_BACKWARD[0] = False
     mark("phase:optimizer")
     set_ctx("optimizer", "optimizer")
-    opt.step()
+    if scaler is not None:
+        scaler.step(opt)
+        scaler.update()
+    else:
+        opt.step()
     mark("phase:zero_grad")
     set_ctx("zero_grad", "zero_grad")
     opt.zero_grad(set_to_none=zero_none)
@@ -1664,6 +1675,11 @@ def run(a):
         # masking_utils' sdpa_mask skips the sliding mask only while
         # kv_length < sliding_window; past it SDPA gets a bool mask
         sys.exit("hf_torch: --attn sdpa: gemma3_text with --seq reaching sliding_window is not compared")
+    if a.amp == "fp16" and (TV < (2, 3) or a.optimizer_impl == "fused" or a.zero1 or a.fsdp):
+        # 1.13's CPU autocast takes bfloat16 only; fused Adam takes the
+        # scaler's grad_scale and found_inf itself (_step_supports_amp_scaling)
+        sys.exit("hf_torch: --amp fp16: compared on torch 2.3 or later, single or foreach Adam, the plain loop "
+                 "or DDP only")
     if sdpa and not hasattr(F, "scaled_dot_product_attention"):
         sys.exit(f"hf_torch: --attn sdpa: torch {torch.__version__} has no scaled_dot_product_attention")
     V = cfg["vocab_size"]
@@ -1712,8 +1728,9 @@ def run(a):
         g = torch.Generator().manual_seed(1 + RANK[0])  # each rank its own batch
         input_ids = torch.randint(0, V, (a.batch, a.seq), generator=g)
         labels = input_ids.clone()
+        scaler = torch.amp.GradScaler("cpu") if a.amp == "fp16" else None
         for step in range(1, a.steps + 1):
-            one_step(a, model, opt, input_ids, labels, zero_none, step, losses)
+            one_step(a, model, opt, input_ids, labels, zero_none, step, losses, scaler)
     stream = replay(memory_events(prof))
     steps = {s: analyse_step(stream, s) for s in range(1, a.steps + 1)}
     base = stream[-1][0]
@@ -1726,7 +1743,7 @@ def run(a):
         TRACK.op_index, TRACK.mark_ops, TRACK.ops = 0, True, []
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof3:
             with TRACK.mode():
-                one_step(a, model, opt, input_ids, labels, zero_none, s2, losses)
+                one_step(a, model, opt, input_ids, labels, zero_none, s2, losses, scaler)
         TRACK.mark_ops = False
         lines, live, skip, cur = [], base, 0, None
         for n in memory_events(prof3):
@@ -2160,7 +2177,7 @@ def zerosim_theory(a, r):
         out = os.path.join(d, "t.json")
         # FSDP's bytes depend on N (each unit's shard): its world and zero3
         cmd = [a.zerosim, "theory", "--model", cfgfile, "--world", str(a.fsdp or 1), "--seq", str(a.seq), "--batch",
-               str(a.batch), "--precision", "amp-bf16" if a.amp == "bf16" else "fp32",
+               str(a.batch), "--precision", "amp-" + a.amp if a.amp != "none" else "fp32",
                "--schemes", ("zero2" if fsdp_strategy(a) == "shard_grad_op" else "zero3") if a.fsdp else "dp"] + \
             a.zerosim_args.split() + ["--out", out]
         p = subprocess.run(cmd, capture_output=True, text=True)
@@ -2279,7 +2296,8 @@ def main():
     ap.add_argument("--zero-grad", choices=["none", "zeros"], default=None,
                     help="set_to_none True (none) or False (zeros); default this torch's")
     ap.add_argument("--dropout", choices=["0", "config"], default="0")
-    ap.add_argument("--amp", choices=["none", "bf16"], default="none")
+    ap.add_argument("--amp", choices=["none", "bf16", "fp16"], default="none",
+                    help="autocast on the CPU: bf16, or fp16 (2.6) with GradScaler(\"cpu\")")
     ap.add_argument("--onednn", type=int, choices=[0, 1], default=0,
                     help="under --amp: 1 leaves oneDNN's bf16 matmuls on (their scratchpad is the CPU's ISA's)")
     ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager")

@@ -257,7 +257,7 @@ with tempfile.TemporaryDirectory() as t:
     cfg = os.path.join(t, os.path.basename(model))
     json.dump(raw, open(cfg, "w"))
     opts = ["--framework", "torch", "--wrapper", "none", "--world", "1", "--schemes", "dp", "--precision",
-            "amp-bf16" if d["amp"] == "bf16" else "fp32", "--torch-device", "cpu", "--torch-version", "1.13" if d["torch"].startswith("1.") else "2.6",
+            "amp-" + d["amp"] if d["amp"] != "none" else "fp32", "--torch-device", "cpu", "--torch-version", "1.13" if d["torch"].startswith("1.") else "2.6",
             "--optimizer-impl", d["optimizer_impl"], "--zero-grad", d["zero_grad"], "--attn", d["attn"]]
     if not d["keep_logits"]:
         opts += ["--logits", "dropped"]  # Trainer's compute_loss: the loss alone
@@ -501,7 +501,20 @@ if [ "${1:-}" = torch26 ]; then
 			"llama-amp-bf16-nonreentrant-ckpt-zeros|tiny-llama|--zero-grad zeros --amp bf16 --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full --recompute-impl non-reentrant" \
 			"llama-frozen-nonreentrant-ckpt-zeros|tiny-llama|--zero-grad zeros --freeze all-but-last:1 --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad zeros --freeze all-but-last:1 --recompute full --recompute-impl non-reentrant" \
 			"gpt2-trainer|tiny-gpt2|--zero-grad none --keep-logits 0|--wrapper none --optimizer-impl single --zero-grad none --logits dropped" \
-			"llama-trainer-amp-bf16-zeros|tiny-llama|--zero-grad zeros --amp bf16 --keep-logits 0|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-bf16 --logits dropped"
+			"llama-trainer-amp-bf16-zeros|tiny-llama|--zero-grad zeros --amp bf16 --keep-logits 0|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-bf16 --logits dropped" \
+			"gpt2-sdpa-trainer-amp-bf16|tiny-gpt2|--zero-grad none --attn sdpa --amp bf16 --keep-logits 0|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16 --logits dropped" \
+			"llama-mha-sdpa-trainer-amp-bf16-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa --amp bf16 --keep-logits 0|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-bf16 --logits dropped" \
+			"gpt2-amp-fp16|tiny-gpt2|--zero-grad none --amp fp16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-fp16" \
+			"gpt2-amp-fp16-zeros-foreach|tiny-gpt2|--zero-grad zeros --optimizer-impl foreach --amp fp16|--wrapper none --optimizer-impl foreach --zero-grad zeros --precision amp-fp16" \
+			"llama-amp-fp16|tiny-llama|--zero-grad none --amp fp16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-fp16" \
+			"ddp2-gpt2-amp-fp16|tiny-gpt2|--zero-grad none --ddp 2 --amp fp16|--wrapper ddp --optimizer-impl single --zero-grad none --precision amp-fp16" \
+			"ddp2-llama-amp-fp16-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --ddp 2 --amp fp16|--wrapper ddp --optimizer-impl foreach --zero-grad zeros --precision amp-fp16" \
+			"gpt2-sdpa-amp-fp16|tiny-gpt2|--zero-grad none --attn sdpa --amp fp16|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --precision amp-fp16" \
+			"llama-mha-sdpa-amp-fp16-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa --amp fp16|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-fp16" \
+			"gpt2-amp-fp16-ckpt|tiny-gpt2|--zero-grad none --amp fp16 --recompute full|--wrapper none --optimizer-impl single --zero-grad none --precision amp-fp16 --recompute full" \
+			"llama-mha-sdpa-trainer-amp-fp16-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa --amp fp16 --keep-logits 0|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-fp16 --logits dropped" \
+			"llama-frozen-amp-fp16-zeros|tiny-llama|--zero-grad zeros --amp fp16 --freeze all-but-last:1|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-fp16 --freeze all-but-last:1" \
+			"phi3-amp-fp16|tiny-phi3|--zero-grad none --amp fp16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-fp16"
 		do
 			label=${case%%|*} rest=${case#*|}
 			cfg=${rest%%|*} rest=${rest#*|}
@@ -574,7 +587,8 @@ EOF
 		for case in \
 			"zero1-2-gpt2|tiny-gpt2|2|--zero-grad none|--optimizer-impl single --zero-grad none" \
 			"zero1-2-llama-zeros-foreach|tiny-llama|2|--zero-grad zeros --optimizer-impl foreach|--optimizer-impl foreach --zero-grad zeros" \
-			"zero1-3-gpt2-fused-optimizer-peak|tiny-gpt2|3|--zero-grad none --optimizer-impl fused --seq 4 --batch 1|--optimizer-impl fused --zero-grad none --seq 4 --batch 1"
+			"zero1-3-gpt2-fused-optimizer-peak|tiny-gpt2|3|--zero-grad none --optimizer-impl fused --seq 4 --batch 1|--optimizer-impl fused --zero-grad none --seq 4 --batch 1" \
+			"zero1-2-gpt2-sdpa-amp-bf16|tiny-gpt2|2|--zero-grad none --attn sdpa --amp bf16|--optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16"
 		do
 			label=${case%%|*} rest=${case#*|}
 			cfg=${rest%%|*} rest=${rest#*|}

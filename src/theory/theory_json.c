@@ -78,7 +78,7 @@ struct live_group {
 static const char *const role_names[] = {
 	[AG_ROLE_PARAM] = "param", [AG_ROLE_GRAD] = "grad", [AG_ROLE_ADAM_M] = "adam_m",
 	[AG_ROLE_ADAM_V] = "adam_v", [AG_ROLE_ADAM_STEP] = "adam_step", [AG_ROLE_BUFFER] = "buffer",
-	[AG_ROLE_INPUT] = "input", [AG_ROLE_TEMP] = "temp",
+	[AG_ROLE_INPUT] = "input", [AG_ROLE_SCALER] = "grad_scaler", [AG_ROLE_TEMP] = "temp",
 };
 
 static int live_cmp(const void *a, const void *b)

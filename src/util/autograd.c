@@ -620,6 +620,11 @@ struct model {
 	/* --grad-accum K > 1: `loss = outputs[0] / K` (lossk) and the wrapped
 	 * number K its DivBackward0 keeps (kwrap); NO at K = 1 */
 	T lossk, kwrap;
+	/* --precision amp-fp16: GradScaler("cpu")'s _scale and _growth_tracker
+	 * (made by its first scale(), kept across steps), the scaled loss
+	 * (held until backward returns) and found_inf's replica (held by the
+	 * scaler's per-optimizer state from unscale_ to update); NO without */
+	T gs_scale, gs_growth, gs_scaled, gs_found;
 	/* gemma2's final_logit_softcapping: its saved tensors (softcap_fwd;
 	 * unused without one) */
 	struct softcap_saved fcap;
@@ -1543,6 +1548,7 @@ static void drop_outputs(struct bld *b, T *lg)
  * while the kernel runs (1.13's order, traced). Nothing at K = 1. */
 static void scale_loss(struct bld *b, struct model *M, T loss)
 {
+	M->loss = loss; /* (GradScaler's scale() takes it: grad_scaler_scale) */
 	M->lossk = M->kwrap = NO;
 	if (b->o->grad_accum <= 1)
 		return;
@@ -1619,6 +1625,95 @@ static T head_fwd(struct bld *b, struct model *M, T x, struct pt *head, T *x2, T
 	return loss;
 }
 
+/* --precision amp-fp16: float16 autocast's recipe, torch.amp.GradScaler
+ * ("cpu") (torch/amp/grad_scaler.py, Debian 13's 2.6.0; the CPU's since
+ * 2.3): `scaler.scale(loss).backward(); scaler.step(opt);
+ * scaler.update()`. scale() (174-210): the first call makes _scale
+ * (torch.full((), 65536.0), fp32) and _growth_tracker (torch.full((), 0,
+ * dtype=int32): 4 bytes, an fp32 here, exact for its counts), kept across
+ * steps (_lazy_init_scale_growth_tracker, 166-171); then `outputs *
+ * _scale.to(device)` (no copy: the same device), a 0-dim product held
+ * until the backward it starts returns. */
+static void grad_scaler_scale(struct bld *b, struct model *M)
+{
+	if (b->o->amp != AG_F16)
+		return;
+	if (M->gs_scale == NO) {
+		M->gs_scale = mk(b, "full (GradScaler _scale)", AG_F32, 0, NULL, AG_ROLE_SCALER, ZS_CAT_ADAM_M, -1);
+		op(b, AG_OP_FILL, NO, NO, NO, M->gs_scale, NO, NO)->arg[0] = 65536.0;
+		M->gs_growth = mk(b, "full (GradScaler _growth_tracker, int32)", AG_F32, 0, NULL, AG_ROLE_SCALER,
+		                  ZS_CAT_ADAM_M, -1);
+		op(b, AG_OP_FILL, NO, NO, NO, M->gs_growth, NO, NO)->arg[0] = 0;
+	}
+	M->gs_scaled = tmp(b, "mul (scaler.scale(loss))", AG_F32, 0, NULL);
+	op(b, AG_OP_MUL, M->loss, M->gs_scale, NO, M->gs_scaled, NO, NO);
+}
+
+/* the scaled loss, the statement's temporary, goes as backward returns
+ * (after its ones_like) */
+static void grad_scaler_backward_end(struct bld *b, struct model *M)
+{
+	if (M->gs_scaled == NO)
+		return;
+	unref(b, M->gs_scaled);
+	M->gs_scaled = NO;
+}
+
+/* scaler.step(opt)'s unscale_ (grad_scaler.py 287-341, _unscale_grads_
+ * 234-285), before Adam's step: inv_scale = _scale.double().reciprocal()
+ * .float() (8 B, 8 B, the double going as reciprocal returns, 4 B, the
+ * reciprocal going), found_inf = torch.full((), 0.0) (4 B), then
+ * _MultiDeviceReplicator.get's copies (`.to(device, copy=True)`: found_inf's
+ * first, the call's first argument, then inv_scale's) for
+ * torch._amp_foreach_non_finite_check_and_unscale_ over every grad in
+ * param_groups order, in place (no bytes; each grad times inv_scale, which
+ * the engine runs as a multiply by 1/65536: the scale grows only after
+ * 2,000 steps without an inf); inv_scale's replica goes as _unscale_grads_
+ * returns, inv_scale and found_inf as unscale_ does; found_inf's replica
+ * stays in the optimizer's state. _maybe_opt_step's found_inf.item()
+ * allocates nothing: zerosim describes the step taken (an inf or NaN
+ * skips Adam's step: fewer bytes, never more). */
+static void grad_scaler_unscale(struct bld *b, struct pt *const *qs, size_t n)
+{
+	struct model *M = b->M;
+	if (b->o->amp != AG_F16 || M == NULL || M->gs_scale == NO)
+		return;
+	T d = tmp(b, "_to_copy (_scale.double())", AG_F64, 0, NULL);
+	op(b, AG_OP_COPY, M->gs_scale, NO, NO, d, NO, NO);
+	T r = tmp(b, "reciprocal (inv_scale)", AG_F64, 0, NULL);
+	op(b, AG_OP_POW_SCALAR, d, NO, NO, r, NO, NO)->arg[0] = -1;
+	unref(b, d);
+	T inv = tmp(b, "_to_copy (inv_scale.float())", AG_F32, 0, NULL);
+	op(b, AG_OP_COPY, r, NO, NO, inv, NO, NO);
+	unref(b, r);
+	T fi = tmp(b, "full (found_inf)", AG_F32, 0, NULL);
+	op(b, AG_OP_FILL, NO, NO, NO, fi, NO, NO)->arg[0] = 0;
+	M->gs_found = tmp(b, "_to_copy (found_inf's replica)", AG_F32, 0, NULL);
+	op(b, AG_OP_COPY, fi, NO, NO, M->gs_found, NO, NO);
+	T ir = tmp(b, "_to_copy (inv_scale's replica)", AG_F32, 0, NULL);
+	op(b, AG_OP_COPY, inv, NO, NO, ir, NO, NO);
+	for (size_t i = 0; i < n; i++)
+		if (!qs[i]->frozen && qs[i]->g != NO)
+			op(b, AG_OP_MUL_SCALAR_, qs[i]->g, NO, NO, qs[i]->g, NO, NO)->arg[0] = 1.0 / 65536.0;
+	unref(b, ir);
+	unref(b, inv);
+	unref(b, fi);
+}
+
+/* scaler.update() (463-531), after Adam's step: _amp_update_scale_ in
+ * place (no inf: the growth tracker counts one more; the scale doubles
+ * every 2,000 such steps), then _per_optimizer_states made anew, found_inf's
+ * replica going with the old */
+static void grad_scaler_update(struct bld *b)
+{
+	struct model *M = b->M;
+	if (M == NULL || M->gs_found == NO)
+		return;
+	op(b, AG_OP_ADD_SCALAR_, M->gs_growth, NO, NO, M->gs_growth, NO, NO)->arg[0] = 1;
+	unref(b, M->gs_found);
+	M->gs_found = NO;
+}
+
 /* The backward's start: loss.backward()'s ones_like (held until backward
  * returns: *one), the loss's nodes, then lm_head's MmBackward. The head's
  * weight gradient goes to AccumulateGrad, or, tied, waits in the token
@@ -1629,6 +1724,7 @@ static T head_bwd(struct bld *b, struct model *M, T lsm, T tgt, T tw, T x2, stru
 {
 	b->phase = ZS_PH_BACKWARD;
 	mark(b, "phase:backward");
+	grad_scaler_scale(b, M);
 	*one = tmp(b, "ones_like (loss grad)", AG_F32, 0, NULL);
 	op(b, AG_OP_FILL, NO, NO, NO, *one, NO, NO)->arg[0] = 1;
 	if (M->aux != NULL) /* `loss += coef * aux_loss`: its nodes are the newest */
@@ -1644,6 +1740,12 @@ static T head_bwd(struct bld *b, struct model *M, T lsm, T tgt, T tw, T x2, stru
 		unref(b, c);
 		unref(b, M->kwrap);
 		M->kwrap = NO;
+		dlg = lm_loss_bwd(b, g, 1, lsm, tgt, tw);
+	} else if (M->gs_scaled != NO) {
+		/* MulBackward0 of scale(loss): grad * _scale (the scale is what it
+		 * saved: no bytes of its own), the nll's input */
+		T g = tmp(b, "mul (MulBackward0: grad * scale)", AG_F32, 0, NULL);
+		op(b, AG_OP_MUL, *one, M->gs_scale, NO, g, NO, NO);
 		dlg = lm_loss_bwd(b, g, 1, lsm, tgt, tw);
 	} else {
 		dlg = lm_loss_bwd(b, *one, 0, lsm, tgt, tw);
@@ -2750,6 +2852,7 @@ static T gpt2_block_fwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 		/* torch.finfo(attn_weights.dtype).min */
 		T mv = tmp(b, "full (mask_value)", dt, 0, NULL);
 		op(b, AG_OP_FILL, NO, NO, NO, mv, NO, NO)->arg[0] = dt == AG_BF16 ? -3.3895313892515355e38
+		                                                   : dt == AG_F16 ? -65504.0
 		                                                                   : -3.4028234663852886e38;
 		T cm = gpt2_causal_view(b, M, l, Tn);
 		T wh = TMP("where (causal mask)", dt, B * h, Tn, Tn);
@@ -3192,6 +3295,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 	free(saved);
 	if (gx == NO) { /* nothing below the blocks requires grad */
 		unref(b, one); /* backward returns */
+		grad_scaler_backward_end(b, M);
 		free(S);
 		M->loss = loss;
 		M->logits = lg;
@@ -3245,6 +3349,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 		unref(b, gx);
 	}
 	unref(b, one); /* backward returns */
+	grad_scaler_backward_end(b, M);
 	free(S);
 	M->loss = loss;
 	M->logits = lg;
@@ -7256,6 +7361,7 @@ static void llama_step(struct bld *b, struct model *M)
 		}
 	}
 	unref(b, one);
+	grad_scaler_backward_end(b, M);
 	/* a sparse block whose backward never ran (nothing in it needs a
 	 * gradient) still holds its expert table */
 	for (uint64_t l = 0; l < L; l++)
@@ -7532,6 +7638,7 @@ static void optimizer_phase(struct bld *b, struct pt *const *qs, const size_t *s
 	record_function(b);
 	if (per_rank)
 		record_function(b);
+	grad_scaler_unscale(b, qs, start[nlists]);
 	for (unsigned k = 0; k < nlists; k++) {
 		b->only_rank = per_rank ? k + 1 : 0;
 		struct pt *const *q = qs + start[k];
@@ -7553,6 +7660,7 @@ static void optimizer_phase(struct bld *b, struct pt *const *qs, const size_t *s
 			adam_single(b, q, n);
 	}
 	b->only_rank = 0;
+	grad_scaler_update(b);
 }
 
 static void optimizer_events(struct ag_step *s, const struct ag_options *o, const struct ag_param_state *ps,
@@ -7693,9 +7801,10 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 }
 
 
-/* What of autocast is described (docs/schedule.md, "Autocast"): bf16 on
- * the CPU, the eager step of every family described (gpt2, llama, mistral,
- * qwen2, qwen3, phi3) without dropout; the rest refused by name. */
+/* What of autocast is described (docs/schedule.md, "Autocast" and
+ * "Float16 autocast"): bf16 on the CPU (float16 on 2.6's, under
+ * GradScaler), the eager step of every family described (gpt2, llama,
+ * mistral, qwen2, qwen3, phi3) without dropout; the rest refused by name. */
 static int amp_check(const struct zs_model *m, const struct ag_options *o, char **cause)
 {
 	/* 1.13's CPU autocast takes bf16 only: torch.autocast("cpu",
@@ -7705,9 +7814,27 @@ static int amp_check(const struct zs_model *m, const struct ag_options *o, char 
 	if (o->amp == AG_F16 && o->version == ZS_TORCH_1_13)
 		return refuse(cause, "--precision amp-fp16: PyTorch 1.13's autocast on the CPU takes bfloat16 only (give "
 		              "--precision amp-bf16)");
-	if (o->amp == AG_F16)
-		return refuse(cause, "--precision amp-fp16: float16 autocast on the CPU is not described yet (give "
-		              "--precision amp-bf16)");
+	/* 2.6's float16 on the CPU: bf16's cast policy with float16 (one
+	 * lower_precision_fp list for both: autocast_mode.h's
+	 * get_lower_precision_fp_from_device_type, the CPU's
+	 * get_autocast_cpu_dtype()), under GradScaler("cpu")
+	 * (grad_scaler_scale); the plain loop and DDP, single and foreach
+	 * Adam, checked against 2.6's allocator (tests/hf_torch.sh torch26);
+	 * the rest by name */
+	if (o->amp == AG_F16) {
+		const char *no = o->optim_impl == ZS_OPTIM_FUSED
+		                         ? "--optimizer-impl fused (fused Adam takes the scaler's grad_scale and found_inf "
+		                           "itself: _step_supports_amp_scaling; give single or foreach)"
+		                 : o->zero1_world      ? "ZeroRedundancyOptimizer (give --schemes dp)"
+		                 : o->amp_param_views  ? "--wrapper fsdp (ShardedGradScaler)"
+		                 : o->grad_accum > 1   ? "--grad-accum above 1"
+		                 : m->experts > 0      ? "a mixture of experts"
+		                 : o->lora_r           ? "--lora-r"
+		                                       : NULL;
+		if (no)
+			return refuse(cause, "--precision amp-fp16: float16 autocast (GradScaler's step) with %s is not "
+			              "described yet", no);
+	}
 	/* bf16 q, k, v take the CPU's flash kernel too (sdp_utils_cpp.cpp,
 	 * use_flash_attention_cpp: cpp_supported_flash_dtypes holds
 	 * kBFloat16): described where it runs (sdpa_fwd: gpt2, and a llama
@@ -7716,24 +7843,21 @@ static int amp_check(const struct zs_model *m, const struct ag_options *o, char 
 	 * ft_lora.sh), checkpointed too (the rerun under no_grad keeps
 	 * nothing: the casts go as the op returns). The math path (fewer k/v
 	 * heads: its autocast dtypes are not traced), QLoRA's fp32 v (4-bit
-	 * v_proj) and FSDP's views of the flat parameter are not, nor (not
-	 * compared with 2.6 yet) ZeroRedundancyOptimizer, dropped logits and
-	 * LoRA checkpointed. */
+	 * v_proj) and FSDP's views of the flat parameter are not.
+	 * ZeroRedundancyOptimizer, dropped logits and LoRA checkpointed hold
+	 * against 2.6 as they are (tests/hf_torch.sh torch26, ft_lora.sh). */
 	if (o->attn == ZS_ATTN_SDPA) {
 		const char *no = m->kv_heads != m->heads ? "fewer k/v heads than heads (SDPA's math path)"
 		                 : o->quant_nf4 ? "--quant-base nf4 (a 4-bit v_proj's fp32 v)"
 		                 : o->amp_param_views ? "--wrapper fsdp"
-		                 : o->zero1_world ? "ZeroRedundancyOptimizer"
-		                 : o->drop_logits ? "--logits dropped"
-		                 : o->lora_r && o->recompute ? "--lora-r and --recompute full"
 		                                : NULL;
 		if (no)
-			return refuse(cause, "--precision amp-bf16: autocast with --attn sdpa and %s is not described yet "
-			              "(give --attn eager)", no);
+			return refuse(cause, "--precision %s: autocast with --attn sdpa and %s is not described yet "
+			              "(give --attn eager)", o->amp == AG_F16 ? "amp-fp16" : "amp-bf16", no);
 	}
 	if (m->embd_pdrop > 0 || m->attn_pdrop > 0 || m->resid_pdrop > 0)
-		return refuse(cause, "--precision amp-bf16: autocast with dropout (the model's config) is not described "
-		              "yet (give a config with dropout 0)");
+		return refuse(cause, "--precision %s: autocast with dropout (the model's config) is not described "
+		              "yet (give a config with dropout 0)", o->amp == AG_F16 ? "amp-fp16" : "amp-bf16");
 	return 0;
 }
 
@@ -8026,6 +8150,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	struct bld *b = &B_;
 	struct model M = { 0 };
 	M.qmap = M.leaf = M.leafgrad = NO;
+	M.gs_scale = M.gs_growth = M.gs_scaled = M.gs_found = NO;
 	b->M = &M;
 	use(b, &s->setup, &s->nsetup);
 	if (m->family == ZS_FAMILY_GPT2)

@@ -101,6 +101,7 @@ enum ag_role {
 	AG_ROLE_ADAM_M, AG_ROLE_ADAM_V, AG_ROLE_ADAM_STEP, /* its optimizer state */
 	AG_ROLE_BUFFER,  /* a module's registered buffer (GPT-2's causal `bias`, Llama's inv_freq) */
 	AG_ROLE_INPUT,   /* the batch: input ids and labels */
+	AG_ROLE_SCALER,  /* GradScaler's _scale and _growth_tracker (--precision amp-fp16), kept across steps */
 	AG_ROLE_TEMP     /* anything else the step makes: activations, grads of activations, temporaries */
 };
 
