@@ -108,7 +108,8 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
  * parameters together: PyTorch 1.13's FlatParameter takes neither (the
  * user's --freeze, refused); or when 2.x's FSDP would reshard a frozen
  * unit checkpointed (o->recompute): not compared yet. */
-int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, const struct ag_options *o, char **cause);
+int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, const struct ag_options *o, unsigned world,
+                  char **cause);
 
 /* FSDP's gradient division factors for N ranks (torch/distributed/
  * algorithms/_comm_hooks/default_hooks.py, DefaultState: the pre-divide

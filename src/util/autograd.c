@@ -8035,9 +8035,9 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	else
 		llama_setup(b, &M);
 	size_t adapted = o->lora_r ? lora_setup(b, &M) : 1;
-	size_t ntrain = 0;
+	size_t ntrain = 0; /* (--fsdp-orig-params: a frozen one whose gradient is computed is frozen here) */
 	for (size_t i = 0; i < M.npt; i++)
-		ntrain += !M.pt[i].frozen;
+		ntrain += !M.pt[i].frozen && !s->tensor[M.pt[i].w].orig_frozen;
 	if (!ntrain)
 		b->unsupported = "it freezes every parameter: nothing to train";
 	/* a pattern that freezes nothing is a mistake (--freeze all), not
