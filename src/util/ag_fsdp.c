@@ -284,7 +284,8 @@ static void zero_grad(struct ag_pass *p, const struct ag_options *o, struct unit
 		if (o->zero_grad == ZS_ZERO_GRAD_ZEROS) {
 			/* (use_orig_params: each original .grad, a view of it, zeroed;
 			 * a frozen one's slot is zeroed at the next unshard,
-			 * _writeback_orig_params 2327-2330: the whole shard's the same) */
+			 * _writeback_orig_params 2219, 2317-2321, 2413: the whole
+			 * shard's the same bytes) */
 			agp_op(p, ph, AG_OP_ZERO_, v->grad, v->grad);
 		} else if (o->fsdp_orig_params) {
 			/* the original parameters' .grads set to None, views of the
@@ -300,7 +301,7 @@ static void zero_grad(struct ag_pass *p, const struct ag_options *o, struct unit
 
 /* use_orig_params: the piece of slot j of u in rank r's shard (its
  * _shard_param_infos' offset_in_shard and numel_in_shard, _flat_param.py
- * 2.6.0 _get_shard_metadata): 1 with *at and *n, or 0 where none. */
+ * 2.6.0 _get_shard_metadata, 1001): 1 with *at and *n, or 0 where none. */
 static int piece(const struct unit *u, size_t j, unsigned r, uint64_t *at, uint64_t *n)
 {
 	uint64_t lo = (uint64_t)r * u->shard, hi = lo + u->shard;
@@ -607,8 +608,8 @@ static int is_where(const char *w, const char *kind)
 /* use_orig_params: what is not built, by name (0 or -1 with *cause).
  * Each original parameter's start aligned to 16 bytes and the unit's
  * elements padded to a multiple of N inside the flat parameter
- * (_init_flat_param_and_metadata, _flat_param.py 2.6.0 693-764,
- * _get_aligned_numel 2734-2739): padding tensors, whose views' gradients
+ * (_init_flat_param_and_metadata, _flat_param.py 2.6.0: 693-702 and
+ * 742-759; _get_aligned_numel 2734-2739): padding tensors, whose views' gradients
  * the split's backward makes, not described; a rank holding no trained
  * element of a unit that trains lets its sharded gradient go at each
  * forward even under zero_grad zeros (no original .grad of its own),
@@ -625,10 +626,10 @@ static int orig_check(const struct unit *u, size_t nu, const struct ag_step *s, 
 		for (size_t j = 0; j < v->nparams; j++)
 			if (agp_elements(&s->tensor[v->params[j]]) % align != 0)
 				return zs_fail(cause, "--fsdp-orig-params on: unit %s's parameters need FSDP's 16-byte alignment "
-				               "padding (_flat_param.py 738-746): not described yet", v->name);
+				               "padding (_flat_param.py 693-702): not described yet", v->name);
 		if (v->numel % world != 0)
 			return zs_fail(cause, "--fsdp-orig-params on: unit %s's %llu elements need padding to a multiple of "
-			               "N = %u inside its flat parameter (_flat_param.py 745-760): not described yet", v->name,
+			               "N = %u inside its flat parameter (_flat_param.py 742-759): not described yet", v->name,
 			               (unsigned long long)v->numel, world);
 		if (v->frozen || o->zero_grad != ZS_ZERO_GRAD_ZEROS)
 			continue;

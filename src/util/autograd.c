@@ -722,7 +722,7 @@ static void part_name(struct bld *b, int32_t param, int part, char *out, size_t 
  * parameter of param's FSDP unit (transformer_auto_wrap_policy's: its
  * block, or the root for a module of no block; util/ag_fsdp.c's
  * make_units) is trained. Its flat parameter then requires grad
- * (_flat_param.py 789-810, 2.6.0: the OR of its tensors'), and the views
+ * (_flat_param.py 789-815, 2.6.0: the OR of its tensors'), and the views
  * the forward computes with are views of it (_use_unsharded_views,
  * 1969-1986: Tensor views, not the original parameters), so a frozen
  * parameter's gradient is computed too, into the flat gradient. */
