@@ -248,10 +248,6 @@ static int optional_run_keys(struct report_torch_run *r, const cJSON *cfg, const
 		if (cJSON_GetObjectItemCaseSensitive(cfg, "load_dtype") != NULL)
 			return zs_fail(cause, "%s: config.load_dtype: a model loaded in bf16 is not in the report yet", path);
 	}
-	/* --fsdp-orig-params on: its bytes are per rank (each rank's Adam
-	 * state its shard's trainable elements), not the section's terms */
-	if (cJSON_GetObjectItemCaseSensitive(cfg, "fsdp_orig_params") != NULL)
-		return zs_fail(cause, "%s: config.fsdp_orig_params: FSDP's use_orig_params is not in the report yet", path);
 	if (cJSON_GetObjectItemCaseSensitive(cfg, "grad_accum") != NULL) {
 		if (report_read_bytes(cfg, "grad_accum", path, &r->grad_accum, cause) < 0)
 			return -1;
