@@ -55,8 +55,13 @@
 # the losses. And two of its own: QLoRA (--quant-base nf4, bitsandbytes
 # 0.47.0's Linear4bit written op by op in ft_torch.py, quant_storage
 # float32), llama q_proj,v_proj K = 1 and gpt2 all-linear with double
-# quantization, K = 2 no_sync. Without a root: skip
-# (77), a failure under ZS_REQUIRE_TORCH26=1.
+# quantization, K = 2 no_sync. And FSDP's use_orig_params=True
+# (--fsdp-orig-params on, ft_torch.py's too): gpt2 with each block's
+# attention frozen (set_to_none) and llama with its attention and
+# embeddings frozen (zeros), every rank held apart (tests/zero1_cmp.py:
+# each rank's Adam state its shard's trained pieces), and the gpt2 run's
+# losses (its case trained by PyTorch 2.6; about 20 s of CPU for the
+# three). Without a root: skip (77), a failure under ZS_REQUIRE_TORCH26=1.
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 a difference, 99 hard error.
