@@ -55,8 +55,13 @@
 # the losses. And two of its own: QLoRA (--quant-base nf4, bitsandbytes
 # 0.47.0's Linear4bit written op by op in ft_torch.py, quant_storage
 # float32), llama q_proj,v_proj K = 1 and gpt2 all-linear with double
-# quantization, K = 2 no_sync. Without a root: skip
-# (77), a failure under ZS_REQUIRE_TORCH26=1.
+# quantization, K = 2 no_sync. And FSDP's use_orig_params=True
+# (--fsdp-orig-params on, ft_torch.py's too): gpt2 with each block's
+# attention frozen (set_to_none) and llama with its attention and
+# embeddings frozen (zeros), every rank held apart (tests/zero1_cmp.py:
+# each rank's Adam state its shard's trained pieces), and the gpt2 run's
+# losses (its case trained by PyTorch 2.6; about 20 s of CPU for the
+# three). Without a root: skip (77), a failure under ZS_REQUIRE_TORCH26=1.
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 a difference, 99 hard error.
@@ -166,7 +171,11 @@ case_() {
 	# (and the first step, a list of its own with frozen units and PEFT's
 	# adapter units too, 1.13's and 2.6's: ft_cmp.py --first against
 	# step_peaks[0])
-	"$py" "$src/tests/ft_cmp.py" "$tmp/$label.json" "$tmp/$label.theory.json" "$tmp/$label.measure.json" "$label" \
+	# (use_orig_params: each rank's Adam state its shard's trained pieces,
+	# every rank's figures held apart, tests/zero1_cmp.py's)
+	cmp=ft_cmp.py
+	case " $* " in *" --fsdp-orig-params on "*) cmp=zero1_cmp.py ;; esac
+	"$py" "$src/tests/$cmp" "$tmp/$label.json" "$tmp/$label.theory.json" "$tmp/$label.measure.json" "$label" \
 		--first || status=1
 	"$py" "$tmp/coll.py" "$tmp/$label.json" "$tmp/$label.measure.json" "$label" || status=1
 }
@@ -228,6 +237,22 @@ $only26 case_ fsdp2-qlora-gpt2-dq-k2-none-nosync gpt2 2 none on fp32 zero3 --lor
 # hand and equal too: docs/finetune.md's table; not here, for CI's time)
 $only26 case_ fsdp2-qlora-bf16-llama-dq-k2-none-nosync llama 2 none on fp32 zero3 --lora-r 4 --lora-targets all-linear \
 	--quant-base nf4 --double-quant on --load-dtype bf16
+# FSDP's use_orig_params=True (--fsdp-orig-params on; 2.6 alone: 1.13 has
+# none): a unit mixing frozen and trainable parameters, the frozen ones'
+# gradients computed into the flat gradient, Adam per rank over its
+# shard's trained pieces, the sharded gradient kept past set_to_none's
+# zero_grad to the next forward (docs/finetune.md, "FSDP with
+# use_orig_params=True"): gpt2's attention frozen in each block, and
+# llama's with the embeddings (the root's unit mixed too: the table frozen
+# beside the trained norm and head)
+$only26 case_ fsdp2-orig-attn-gpt2-k1-none gpt2 1 none on fp32 zero3 --freeze re:attn --fsdp-orig-params on
+$only26 case_ fsdp2-orig-emb-llama-k1-zeros llama 1 zeros on fp32 zero3 --freeze 'embeddings,re:self_attn' \
+	--fsdp-orig-params on
+# and its losses: zerosim's run as a case (it carries the --freeze),
+# trained by PyTorch 2.6 with use_orig_params
+oz="--model $tmp/tiny-gpt2.json $z --precision fp32 --zero-grad none --freeze re:attn --fsdp-orig-params on"
+$only26 ft_losses "$tmp/loss-orig" "gpt2 attention frozen, FSDP use_orig_params N=2" "$oz" \
+	"--model $tmp/tiny-gpt2.json --zero-grad none --world 2 --fsdp --freeze re:attn --fsdp-orig-params on"
 
 # The losses: zerosim's LoRA run as a case, trained by PyTorch under FSDP
 # (the loss moves through the adapters alone: the base is frozen)

@@ -29,6 +29,11 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    the optimizer over its flat parameters.
   --fsdp-strategy full_shard|shard_grad_op  --fsdp's sharding_strategy
                    (hf_torch.fsdp_strategy; PEFT's policy's too).
+  --fsdp-orig-params on|off  on: --fsdp's use_orig_params=True (2.x; not with
+                   --lora-r): a unit may mix frozen and trainable
+                   parameters (--freeze), the optimizer over the original
+                   parameters, each rank's shard's pieces of them; every
+                   rank's figures (they differ) in "ranks".
   --bucket-cap-mb MB  DDP's bucket_cap_mb (default: not given, DDP's own);
                    with --world > 1 the output's ddp_buckets are the
                    reducer's rebuilt buckets, bytes each in its order.
@@ -972,7 +977,10 @@ def run(a, rank=0, world=1):
         out["rank_losses"] = [e[0] for e in every]
         # (FSDP's flat parameters are each rank's own shard: not compared)
         out["trained_equal_across_ranks"] = None if a.fsdp else len({e[1] for e in every}) == 1
-        if a.zero1:  # every rank's figures (its own optimizer state): rank 0's JSON holds them all
+        # every rank's figures (its own optimizer state: ZeroRedundancyOptimizer's
+        # share, or under use_orig_params its shard's trained pieces): rank 0's
+        # JSON holds them all
+        if a.zero1 or a.fsdp_orig_params:
             keys = ("between_steps", "peak", "peak_phase", "peak_after", "boundaries", "persistent", "losses",
                     "step_peaks")
             every = [None] * world
@@ -1056,6 +1064,7 @@ def main():
     ap.add_argument("--no-sync", type=int, choices=[0, 1], default=1)
     ap.add_argument("--fsdp", action="store_true")
     ap.add_argument("--fsdp-strategy", choices=("full_shard", "shard_grad_op"), default="full_shard")
+    ap.add_argument("--fsdp-orig-params", choices=("on", "off"), default="off")
     ap.add_argument("--bucket-cap-mb", type=float, default=None)
     ap.add_argument("--zero1", action="store_true")
     ap.add_argument("--freeze", default="")
@@ -1123,6 +1132,9 @@ def main():
     if a.double_quant and a.quant_base != "nf4":
         ap.error("--double-quant: only with --quant-base nf4")
     a.double_quant = a.double_quant == "on"
+    a.fsdp_orig_params = a.fsdp_orig_params == "on"
+    if a.fsdp_orig_params and (not a.fsdp or a.lora_r):
+        ap.error("--fsdp-orig-params: only with --fsdp, without --lora-r (PEFT's wrap policy)")
     if a.fsdp_strategy != "full_shard" and not a.fsdp:
         ap.error("--fsdp-strategy: only with --fsdp")
     try:

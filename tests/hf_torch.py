@@ -2029,7 +2029,8 @@ def fsdp_wrap(a, model):
     LlamaDecoderLayer): one unit per block, the root holding the rest;
     backward_prefetch None (1.13's default, fully_sharded_data_parallel.py
     980; given here) or, --fsdp-prefetch backward-pre, BACKWARD_PRE (2.6's
-    default, 420), every other argument its default (use_orig_params False,
+    default, 420), every other argument its default (use_orig_params False
+    but where a.fsdp_orig_params, tests/ft_torch.py --fsdp-orig-params,
     limit_all_gathers, forward_prefetch False). Under 2.x device_id is the
     CPU (the device handle torch.cpu: its streams and events no-ops).
     Made inside the profiled session after the model, before the
@@ -2047,6 +2048,8 @@ def fsdp_wrap(a, model):
     mark("fsdp:construct")
     from torch.distributed.fsdp import BackwardPrefetch
     kw = dict(device_id=torch.device("cpu")) if TV >= (2, 0) else {}
+    if getattr(a, "fsdp_orig_params", False):  # ft_torch.py --fsdp-orig-params (2.x: 1.13 has none)
+        kw["use_orig_params"] = True
     prefetch = BackwardPrefetch.BACKWARD_PRE if getattr(a, "fsdp_prefetch", "none") == "backward-pre" else None
     strategy = getattr(ShardingStrategy, fsdp_strategy(a).upper())
     m = FSDP(model, sharding_strategy=strategy, auto_wrap_policy=policy, backward_prefetch=prefetch, **kw)

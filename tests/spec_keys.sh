@@ -2,7 +2,8 @@
 # spec_keys — LoRA's, QLoRA's and the load dtype's options as keys of the
 # sweep spec (issue #23: "new options are keys of the sweep spec ... one
 # version bump"): zerosim-sweep/4's lora-r, lora-alpha, lora-dropout,
-# lora-targets, quant-base, double-quant and load-dtype (docs/formats.md).
+# lora-targets, quant-base, double-quant and load-dtype (docs/formats.md);
+# and FSDP's fsdp-orig-params (s51), /4's too.
 #
 # 1. A spec with the keys gives the same measured.json and theory.json, byte
 #    for byte, as the options of those names: tiny llama and gpt2 under the
@@ -97,6 +98,12 @@ same "LoRA under DDP, N = 2, all the /4 keys of a QLoRA run" llama \
 	'"lora-r": 4, "lora-alpha": 32, "lora-targets": "all-linear", "quant-base": "nf4", "double-quant": "on"' -- \
 	"--lora-r 4 --lora-alpha 32 --lora-targets all-linear --quant-base nf4 --double-quant on" \
 	lora_alpha=32 double_quant=true
+# FSDP's use_orig_params (fsdp-orig-params, s51): each rank's Adam state its
+# shard's trained pieces, told apart from the run without it
+plain="$torch --schemes zero3 --world 2 --wrapper fsdp"
+base="--freeze blocks:0-0"
+same "FSDP use_orig_params, N = 2" llama '"freeze": "blocks:0-0", "fsdp-orig-params": "on"' -- \
+	"--freeze blocks:0-0 --fsdp-orig-params on" fsdp_orig_params=true
 plain="--seq 16 --batch 2 --unit layer --steps 2 --precision fp32 --framework paper --schemes dp,zero2 --world 2"
 base=
 same "LoRA under the paper's schedule" llama '"lora-r": 4, "lora-alpha": 12, "lora-targets": ["q_proj", "v_proj"]' -- \
@@ -157,6 +164,7 @@ bad() { # WHAT KEYS TEXT: a /4 spec of KEYS refused by measure and theory
 		refuse "$1" "$S: $3" $cmd --spec "$S"
 	done
 }
+bad "fsdp-orig-params yes" '"fsdp-orig-params": "yes"' "\"fsdp-orig-params\": 'yes' is not one of on, off"
 bad "lora-r 0" '"lora-r": 0' "\"lora-r\": '0' is not a rank (1..65536)"
 bad "lora-r 2.5" '"lora-r": 2.5' "\"lora-r\": '2.5' is not a rank (1..65536)"
 bad "lora-r a string" '"lora-r": "4"' '"lora-r" is not a number'
@@ -190,7 +198,7 @@ refuse "load-dtype with dropout" "$S's \"load-dtype\" bf16 with --lora-dropout (
 
 # 4. Older versions have none of /4's keys.
 for kv in '"lora-r": 4' '"lora-alpha": 16' '"lora-dropout": 0.1' '"lora-targets": "all-linear"' \
-	'"quant-base": "nf4"' '"double-quant": "on"' '"load-dtype": "bf16"'; do
+	'"quant-base": "nf4"' '"double-quant": "on"' '"load-dtype": "bf16"' '"fsdp-orig-params": "on"'; do
 	k=${kv%%:*}
 	for v in 3 2; do
 		spec $v "$kv"

@@ -584,6 +584,20 @@ for model in gpt2-tiny gpt2-untied llama-tiny llama-tied; do
 		done
 	done
 done
+# FSDP with use_orig_params (--fsdp-orig-params on, 2.6): a unit mixing
+# frozen and trainable parameters, each rank's Adam state its shard's
+# trained pieces (every rank's bytes and marks apart), N = 2 and 4 (llama
+# under zeros at N = 2 alone: at 4 a rank's shard of a block holds no
+# trained element, refused), zero_grad zeros and set_to_none.
+for model in gpt2-tiny llama-tiny; do
+	for zg in zeros none; do
+		w=2,4
+		[ $model.$zg = llama-tiny.zeros ] && w=2
+		plain --framework torch --wrapper fsdp --torch-version 2.6 --torch-device cpu --optimizer-impl single \
+			--zero-grad $zg --attn eager --model "$tmp/$model.json" --seq 32 --batch 2 --precision fp32 \
+			--world $w --schemes zero3 --steps 3 --freeze re:attn --fsdp-orig-params on
+	done
+done
 # These DDP and FSDP sweeps hold the executor to the sum of the same list
 # (util/ag_ddp.c's, ag_fsdp.c's): they do not check DDP's or FSDP's model
 # itself, which tests/hf_torch.sh's ddp2-*, zero1* and fsdp* cases hold to

@@ -1,6 +1,9 @@
 """zero1_cmp.py REF THEORY MEASURE LABEL [--first]: torch's zero1
 (ZeroRedundancyOptimizer over DDP; tests/hf_torch.py --ddp N --zero1 or
-tests/ft_torch.py --world N --zero1: every rank's figures in "ranks")
+tests/ft_torch.py --world N --zero1: every rank's figures in "ranks"),
+or FSDP with use_orig_params (tests/ft_torch.py --fsdp
+--fsdp-orig-params: each rank's too; its weights not compared, each
+rank's shard its own)
 against zerosim's theory and measure of --wrapper ddp --schemes zero1 at
 the same N: every rank's bytes between steps, peak and every mark
 (per_rank), the binding rank (the highest peak, the first of equals), and
@@ -24,7 +27,10 @@ if "trained_equal_across_ranks" in d:
     equal = d["trained_equal_across_ranks"]
 else:
     equal = len({r["zero1"]["weights"] for r in ranks}) == 1
-if not equal:
+# (ft_torch.py --fsdp: None, each rank's shard its own, not compared)
+if equal is None and not d.get("fsdp"):
+    bad.append("the reference says nothing of its ranks' weights")
+if equal is False:
     bad.append("PyTorch's ranks end with different weights")
 for side, per in (("theory", t["per_rank"]), ("measure", m["per_rank"])):
     if len(per.get("marks") or []) != N:
@@ -59,8 +65,9 @@ res = ", ".join(f"{r['between_steps'][-1]:,}" for r in ranks)
 pks = ", ".join(f"{r['peak']:,}" for r in ranks)
 print(f"{'FAIL' if bad else 'ok'}: {label}: N = {N}, every rank's between steps "
       f"({res}), peak ({pks}, binding rank {b}) and {n} marks: PyTorch {d['torch']}'s "
-      f"ZeroRedundancyOptimizer and zerosim's theory and measure {'differ' if bad else 'equal to the byte'}"
+      f"{'FSDP (use_orig_params)' if d.get('fsdp') else 'ZeroRedundancyOptimizer'} and zerosim's theory and measure "
+      f"{'differ' if bad else 'equal to the byte'}"
       f"{f' (first step {first:,} on rank {b})' if isinstance(first, int) else ''}; "
-      f"PyTorch's ranks' weights {'equal' if not any('weights' in x for x in bad) else 'differ'}"
+      f"PyTorch's ranks' weights {'not compared' if d.get('fsdp') else 'equal' if not any('weights' in x for x in bad) else 'differ'}"
       + "".join("\n  " + x for x in bad))
 sys.exit(1 if bad else 0)

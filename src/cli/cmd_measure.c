@@ -500,10 +500,14 @@ static int plain_step_check(const struct zs_config *c, char **cause)
 		zs_moe_balanced(counts, L, m->experts, o.batch * o.seq * m->experts_per_tok);
 		o.moe_counts = counts;
 	}
-	int rc = ag_step_build_run(&s, &c->tfm->hf, &p, &o, c, 1, cause);
+	/* (FSDP's use_orig_params: what is built depends on N, each the run lists) */
+	int each = c->wrapper == ZS_WRAPPER_FSDP && c->fsdp_orig_params, rc = 0;
+	for (size_t k = 0; rc == 0 && k < (each ? c->nworld : 1); k++) {
+		rc = ag_step_build_run(&s, &c->tfm->hf, &p, &o, c, each ? c->world[k] : 1, cause);
+		if (rc == 0)
+			ag_step_free(&s);
+	}
 	free(counts);
-	if (rc == 0)
-		ag_step_free(&s);
 	step_params_free(&p);
 	return rc; /* -2: the DDP pass's internal error */
 }

@@ -62,6 +62,7 @@ struct zs_opt {
 	{"attn", 0, 1, ZS_OPT_CONFIG, NULL}, {"wrapper", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"grad-accum", 0, 1, ZS_OPT_CONFIG, NULL}, {"ddp-no-sync", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"fsdp-no-sync", 0, 1, ZS_OPT_CONFIG, "ddp-no-sync"}, {"ddp-find-unused", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"fsdp-orig-params", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"recompute-impl", 0, 1, ZS_OPT_CONFIG, NULL}, {"logits", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"experts-impl", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"freeze", 0, 1, ZS_OPT_CONFIG, NULL}, \
@@ -120,6 +121,13 @@ struct zs_opt {
 	"      --ddp-no-sync S    --wrapper ddp or fsdp with --grad-accum: the wrapper's\n" \
 	"                         no_sync() on the first K - 1 micro-steps, on (default)\n" \
 	"                         or off; --fsdp-no-sync S is its other name\n" \
+	"      --fsdp-orig-params S\n" \
+	"                         --wrapper fsdp --schemes zero3, 2.6: FSDP's\n" \
+	"                         use_orig_params, on or off (default, as FSDP's);\n" \
+	"                         on: a unit may mix frozen and trainable (--freeze)\n" \
+	"                         parameters, the frozen ones' gradients computed,\n" \
+	"                         Adam per trainable parameter's piece of the shard\n" \
+	"                         (each rank's bytes its own); fp32, K = 1, no LoRA\n" \
 	"      --ddp-find-unused S\n" \
 	"                         --wrapper ddp --schemes dp, 1.13: DDP's\n" \
 	"                         find_unused_parameters, on (what Hugging Face's\n" \

@@ -3218,8 +3218,10 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 				             "N=%u)", k, world);
 		}
 		/* every rank's marks where they differ (zero1; a mixture's ranks
-		 * under DDP, each its own routing) */
-		if ((ag_zero1_scheme(c) || (seen != NULL && world > 1)) && x[b].nmarks > 0) {
+		 * under DDP, each its own routing; FSDP's use_orig_params, each
+		 * rank's Adam state its shard's trained pieces) */
+		if ((ag_zero1_scheme(c) || (seen != NULL && world > 1) ||
+		     (c->wrapper == ZS_WRAPPER_FSDP && c->fsdp_orig_params)) && x[b].nmarks > 0) {
 			out->rank_mark_bytes = zs_calloc((size_t)world * x[b].nmarks, sizeof *out->rank_mark_bytes);
 			for (unsigned k = 0; k < world && rc == 0; k++) {
 				if (x[k].nmarks != x[b].nmarks)

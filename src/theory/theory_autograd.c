@@ -81,12 +81,16 @@ int theory_autograd_check(const struct zs_model *m, const struct zs_config *c, u
 	/* a mixture's routing is its batch's (ag_options.moe_counts); under
 	 * --torch-device cuda the step's tokens decide what is described
 	 * (AG_CUDA_EMB_FAST_TOKENS): the run's batch, at most 3,072 tokens */
-	int rc = build(m, c, m->experts > 0 || c->torch_device == ZS_DEVICE_CUDA ? c->batch : 1, seq,
-	               c->wrapper == ZS_WRAPPER_FSDP ? 2 : 1, 0, &p, &s, cause);
-	if (rc < 0)
-		return rc;
-	ag_step_free(&s);
-	step_params_free(&p);
+	/* (FSDP's use_orig_params: what is built depends on N, each the run lists) */
+	int each = c->wrapper == ZS_WRAPPER_FSDP && c->fsdp_orig_params;
+	for (size_t k = 0; k < (each ? c->nworld : 1); k++) {
+		int rc = build(m, c, m->experts > 0 || c->torch_device == ZS_DEVICE_CUDA ? c->batch : 1, seq,
+		               each ? c->world[k] : c->wrapper == ZS_WRAPPER_FSDP ? 2 : 1, 0, &p, &s, cause);
+		if (rc < 0)
+			return rc;
+		ag_step_free(&s);
+		step_params_free(&p);
+	}
 	return 0;
 }
 

@@ -202,12 +202,14 @@ void theory_framework_json(cJSON *schedule, const struct theory_request *req, en
 	struct theory_shape s = {c->widths, c->nwidths, c->batch, {0}};
 	uint64_t *load = zs_calloc(world, sizeof *load), most = 0;
 	theory_request_bytes(req, &s.bytes);
-	/* torch's zero1 over the PyTorch step (--wrapper ddp) and DeepSpeed's
-	 * engine over it: every rank's own sum of the list (util/ag_zero1.h,
-	 * util/ag_ds.h) */
+	/* torch's zero1 over the PyTorch step (--wrapper ddp), DeepSpeed's
+	 * engine over it and FSDP with use_orig_params (each rank's Adam state
+	 * its shard's trained pieces): every rank's own sum of the list
+	 * (util/ag_zero1.h, util/ag_ds.h, util/ag_fsdp.h) */
 	uint64_t *res = NULL, *pk = NULL;
 	unsigned bind = 0;
-	int listed = ((c->wrapper == ZS_WRAPPER_DDP && scheme == ZS_ZERO1) || c->wrapper == ZS_WRAPPER_DEEPSPEED) &&
+	int listed = ((c->wrapper == ZS_WRAPPER_DDP && scheme == ZS_ZERO1) || c->wrapper == ZS_WRAPPER_DEEPSPEED ||
+	              (c->wrapper == ZS_WRAPPER_FSDP && c->fsdp_orig_params)) &&
 	             req->model != NULL;
 	if (listed) {
 		res = zs_calloc(world, sizeof *res);

@@ -841,7 +841,7 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 		return rc;
 	}
 	/* a unit mixing frozen and trainable parameters: the input's */
-	if (c->wrapper == ZS_WRAPPER_FSDP && ag_fsdp_check(s, p, &oz, cause) != 0) {
+	if (c->wrapper == ZS_WRAPPER_FSDP && ag_fsdp_check(s, p, &oz, world, cause) != 0) {
 		ag_step_free(s);
 		return -1;
 	}

@@ -48,32 +48,6 @@ static int in_part(const struct ds *d, unsigned r, size_t k)
 	return (s <= a && a < e) || (a < s && s < b);
 }
 
-/* A 1-D view of n elements of storage `flat` at element `at`. */
-static uint32_t view1(struct ag_pass *p, uint32_t flat, uint64_t at, uint64_t n)
-{
-	uint32_t t = agp_newt(p);
-	struct ag_tensor *x = &p->s->tensor[t];
-	const struct ag_tensor *f = &p->s->tensor[flat];
-	x->what = f->what;
-	x->dtype = f->dtype;
-	x->ndim = 1;
-	x->shape[0] = n;
-	x->stride[0] = 1;
-	x->storage = flat;
-	x->offset = at;
-	x->role = AG_ROLE_TEMP;
-	x->cat = f->cat;
-	x->param = x->module = x->part = -1;
-	return t;
-}
-
-/* The events from `from` on are rank r's alone. */
-void ag_ds_rank_only(struct ag_pass *p, size_t from, unsigned r)
-{
-	for (size_t i = from; i < p->nev; i++)
-		p->ev[i].only_rank = r + 1;
-}
-
 /* A storage made and filled (its value a stand-in where no later op reads
  * it: the norm's chain, docs/schedule.md). */
 static uint32_t made(struct ag_pass *p, const char *what, enum ag_dtype dt, uint64_t n, int scalar, enum zs_cat cat,
@@ -102,7 +76,7 @@ static void reduce_ipg(struct ds *d, enum zs_phase ph)
 	struct ag_pass *p = d->p;
 	if (d->used == 0)
 		return;
-	uint32_t uv = view1(p, d->bucket, 0, d->used);
+	uint32_t uv = agp_view1(p, d->bucket, 0, d->used);
 	agp_scalar_inplace(p, AG_OP_DIV_SCALAR_, uv, (double)d->N, ph);
 	/* the slices: (rank, bucket offset, elements) */
 	size_t cap = d->nb * d->N, ns = 0;
@@ -136,8 +110,8 @@ static void reduce_ipg(struct ds *d, enum zs_phase ph)
 	if (cat != NO) {
 		for (size_t i = 0; i < ns; i++) {
 			size_t from = p->nev;
-			agp_op(p, ph, AG_OP_COPY, view1(p, cat, so[i], sn[i]), view1(p, d->bucket, so[i], sn[i]));
-			ag_ds_rank_only(p, from, sr[i]);
+			agp_op(p, ph, AG_OP_COPY, agp_view1(p, cat, so[i], sn[i]), agp_view1(p, d->bucket, so[i], sn[i]));
+			agp_rank_only(p, from, sr[i]);
 		}
 		agp_free(p, cat, ph);
 	}
@@ -157,10 +131,10 @@ static void reduce_ipg(struct ds *d, enum zs_phase ph)
 				d->gip_used[r] = 0;
 			}
 			d->gip_off[r * d->n + k] = d->gip_used[r];
-			agp_op(p, ph, AG_OP_COPY, view1(p, d->bucket, d->bo[j], d->numel[k]),
-			       view1(p, d->gip[r], d->gip_used[r], d->numel[k]));
+			agp_op(p, ph, AG_OP_COPY, agp_view1(p, d->bucket, d->bo[j], d->numel[k]),
+			       agp_view1(p, d->gip[r], d->gip_used[r], d->numel[k]));
 			d->gip_used[r] += d->numel[k];
-			ag_ds_rank_only(p, from, r);
+			agp_rank_only(p, from, r);
 		}
 	}
 	d->nb = 0;
@@ -195,13 +169,13 @@ static size_t averaged(struct ds *d, unsigned r, uint32_t *v, uint32_t *pad, enu
 		uint64_t skip = d->off[k] < lo(d, r) ? lo(d, r) - d->off[k] : 0, len = d->numel[k] - skip;
 		if (len > d->S - cur)
 			len = d->S - cur;
-		v[m++] = view1(p, d->gip[r], d->gip_off[r * d->n + k] + skip, len);
+		v[m++] = agp_view1(p, d->gip[r], d->gip_off[r * d->n + k] + skip, len);
 		cur += len;
 	}
 	if (cur < d->S) {
 		size_t from = p->nev;
 		*pad = made(p, "zeros (the last partition's padding)", d->dt, d->S - cur, 0, ZS_CAT_GRAD32, 0, ph);
-		ag_ds_rank_only(p, from, r);
+		agp_rank_only(p, from, r);
 		v[m++] = *pad;
 	}
 	return m;
@@ -233,7 +207,7 @@ static void epilogue(struct ds *d, enum zs_phase ph)
 				e->in[1] = v[j];
 				e->arg[0] = 1;
 			}
-			ag_ds_rank_only(p, from, r);
+			agp_rank_only(p, from, r);
 			ngip[r] = d->gip[r];
 		}
 		d->gip[r] = NO;
@@ -245,7 +219,7 @@ static void epilogue(struct ds *d, enum zs_phase ph)
 			agp_free(p, npad[r], ph);
 		if (ngip[r] != NO)
 			agp_free(p, ngip[r], ph);
-		ag_ds_rank_only(p, from, r);
+		agp_rank_only(p, from, r);
 	}
 	d->have_avg = 1;
 	free(v);
@@ -308,7 +282,7 @@ static int ag_ds_scaler_done(const struct ag_ds_scaler *sc)
 	return sc->scaled == NO && sc->gl == NO && sc->one != NO;
 }
 
-uint32_t ag_ds_view(struct ag_pass *p, uint32_t flat, uint64_t at, uint64_t n) { return view1(p, flat, at, n); }
+uint32_t ag_ds_view(struct ag_pass *p, uint32_t flat, uint64_t at, uint64_t n) { return agp_view1(p, flat, at, n); }
 
 uint32_t ag_ds_made(struct ag_pass *p, const char *what, enum ag_dtype dt, uint64_t n, int scalar, enum zs_cat cat,
                     double v, enum zs_phase ph)
@@ -825,7 +799,7 @@ static int ds_step(struct ds *d, const struct ag_ds_params *ppc, const struct ag
 			agp_alloc(p, tn, po);
 			agp_op(p, po, AG_OP_FILL, NO, tn)->arg[0] = 0;
 			agp_free(p, sm, po);
-			ag_ds_rank_only(p, from, r);
+			agp_rank_only(p, from, r);
 		}
 		agp_op(p, po, AG_OP_ALL_REDUCE_SUM_, tn, tn);
 		uint32_t pw = made(p, "pow", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
@@ -844,7 +818,7 @@ static int ds_step(struct ds *d, const struct ag_ds_params *ppc, const struct ag
 			size_t from = p->nev;
 			for (size_t j = 0; j < navg[r] - (padr[r] != NO); j++)
 				agp_free(p, nrm[r][j], po);
-			ag_ds_rank_only(p, from, r);
+			agp_rank_only(p, from, r);
 			free(nrm[r]);
 		}
 		free(nrm);
@@ -900,7 +874,7 @@ static int ds_step(struct ds *d, const struct ag_ds_params *ppc, const struct ag
 				uint64_t at = 0;
 				for (size_t j = 0; j < navg[r]; j++) {
 					uint64_t len = p->s->tensor[avg[r][j]].shape[0];
-					agp_op(p, po, AG_OP_COPY, avg[r][j], view1(p, g, at, len));
+					agp_op(p, po, AG_OP_COPY, avg[r][j], agp_view1(p, g, at, len));
 					at += len;
 				}
 			}
@@ -930,13 +904,13 @@ static int ds_step(struct ds *d, const struct ag_ds_params *ppc, const struct ag
 					agp_free(p, d->gip0[r], po);
 			}
 			agp_scalar_inplace(p, AG_OP_MUL_SCALAR_, g, 1.0, po);
-			ag_ds_rank_only(p, from, r);
+			agp_rank_only(p, from, r);
 			size_t at = adam_step(p, o, &(struct ag_param_state){fp32p, g, am, av, astep}, first);
 			agp_free(p, gsto, po);
 			if (navg[r] == 1 && padr[r] != NO && gsto != padr[r] && d->dt == AG_F32)
 				agp_free(p, padr[r], po);
-			agp_op(p, po, AG_OP_COPY, fp32p, view1(p, d->flat, lo(d, r), d->S));
-			ag_ds_rank_only(p, at, r);
+			agp_op(p, po, AG_OP_COPY, fp32p, agp_view1(p, d->flat, lo(d, r), d->S));
+			agp_rank_only(p, at, r);
 			free(avg[r]);
 			avg[r] = NULL;
 		}
@@ -1033,7 +1007,7 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 	for (size_t k = 0; k < d->n; k++)
 		agp_op(p, ph0, AG_OP_COPY, orig[w[k]], agp_view_shaped(p, d->flat, orig[w[k]], d->off[k]));
 	if (pad != NO) {
-		agp_op(p, ph0, AG_OP_COPY, pad, view1(p, d->flat, L, Lp - L));
+		agp_op(p, ph0, AG_OP_COPY, pad, agp_view1(p, d->flat, L, Lp - L));
 		agp_free(p, pad, ph0);
 	}
 	for (size_t k = 0; k < d->n; k++)
@@ -1049,8 +1023,8 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 		agp_alloc(p, c16, ph0);
 		for (unsigned r = 0; r < world; r++) {
 			size_t from = p->nev;
-			agp_op(p, ph0, AG_OP_COPY, view1(p, d->flat, lo(d, r), d->S), c16);
-			ag_ds_rank_only(p, from, r);
+			agp_op(p, ph0, AG_OP_COPY, agp_view1(p, d->flat, lo(d, r), d->S), c16);
+			agp_rank_only(p, from, r);
 		}
 	}
 	agp_alloc(p, fp32p, ph0);
@@ -1060,8 +1034,8 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 	}
 	for (unsigned r = 0; r < world && c16 == NO; r++) {
 		size_t from = p->nev;
-		agp_op(p, ph0, AG_OP_COPY, view1(p, d->flat, lo(d, r), d->S), fp32p);
-		ag_ds_rank_only(p, from, r);
+		agp_op(p, ph0, AG_OP_COPY, agp_view1(p, d->flat, lo(d, r), d->S), fp32p);
+		agp_rank_only(p, from, r);
 	}
 	uint32_t z = made(p, "zeros (initialize_optimizer_states' gradient)", AG_F32, d->S, 0, ZS_CAT_GRAD32, 0, ph0);
 	agp_free(p, z, ph0);

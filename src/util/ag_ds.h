@@ -73,9 +73,6 @@ struct ag_ds_params {
 };
 void ag_ds_params_get(const struct ag_step *s, struct ag_ds_params *pp);
 void ag_ds_params_free(struct ag_ds_params *pp);
-/* Mark the pass's events from `from` on as rank r's alone (only_rank r + 1). */
-struct ag_pass;
-void ag_ds_rank_only(struct ag_pass *p, size_t from, unsigned r);
 /* The model's parameters (pp's) made views of storage `flat` at their off[k]
  * (and every view of them a view of it), after stand-ins of their own
  * that the set-up list, copied into the pass, fills: the stand-ins by

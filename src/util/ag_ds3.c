@@ -228,7 +228,7 @@ static void reduce_n(struct ds3 *d, const size_t *k, const uint64_t *bo_of, enum
 				size_t from = p->nev;
 				uint32_t src = ag_ds_view(p, p->s->tensor[out].storage, p->s->tensor[out].offset + at, len);
 				agp_op(p, ph, AG_OP_COPY, src, ag_ds_view(p, d->gpart, d->po[kj], len));
-				ag_ds_rank_only(p, from, r);
+				agp_rank_only(p, from, r);
 			}
 		at += d->c[kj];
 	}

@@ -73,7 +73,19 @@ struct unit {
 	                          * shard (a reshard, freeing or not: flat_param.py 884-892, 929-938) */
 	int mixed_dt;            /* its parameters are not of one dtype (refused) */
 	int ckpt;                /* checkpointed (--recompute full): its pre-backward hook runs before the rerun */
+	/* --fsdp-orig-params on (use_orig_params=True): */
+	unsigned char *stepped;  /* per slot: the optimizer steps that parameter (trained, not orig_frozen) */
+	uint32_t *om, *ov, *ost; /* per rank r and slot j, [r * nparams + j]: Adam's state of the parameter's
+	                          * piece of rank r's shard (NO: no piece there, or not stepped) */
+	int reset;               /* every original .grad None (set_to_none): the sharded flat gradient goes at
+	                          * the root's next pre-forward */
+	uint32_t regrad;         /* the sharded flat gradient that went there: the next reduce-scatter's output
+	                          * is made as it (one storage a step, so the steady list runs again) */
 };
+
+/* A slot of a unit, in model.parameters()' order (the optimizer's under
+ * use_orig_params: the original parameters). */
+struct slot { uint32_t t; size_t i, j; };
 
 double ag_fsdp_predivide(unsigned world)
 {
@@ -224,9 +236,12 @@ static void post_backward(struct ag_pass *p, const struct ag_options *o, struct 
 		agp_op(p, ph, AG_OP_FILL, NO, pad)->arg[0] = 0;
 		agp_op(p, ph, AG_OP_COPY, acc, agp_view_shaped(p, pad, acc, 0));
 	}
-	uint32_t out = agp_storage(p, v113 ? "zeros_like (the reduce-scatter's output shard)"
-	                                   : "empty_like (the reduce-scatter's output shard)",
-	                           u->dt, u->shard, 0, ZS_CAT_BUCKETS);
+	uint32_t out = u->grad == NO && u->regrad != NO
+	                       ? u->regrad
+	                       : agp_storage(p, v113 ? "zeros_like (the reduce-scatter's output shard)"
+	                                             : "empty_like (the reduce-scatter's output shard)",
+	                                     u->dt, u->shard, 0, ZS_CAT_BUCKETS);
+	u->regrad = NO;
 	agp_alloc(p, out, ph);
 	if (v113)
 		agp_op(p, ph, AG_OP_FILL, NO, out)->arg[0] = 0;
@@ -267,7 +282,16 @@ static void zero_grad(struct ag_pass *p, const struct ag_options *o, struct unit
 		if (v->grad == NO)
 			continue;
 		if (o->zero_grad == ZS_ZERO_GRAD_ZEROS) {
+			/* (use_orig_params: each original .grad, a view of it, zeroed;
+			 * a frozen one's slot is zeroed at the next unshard,
+			 * _writeback_orig_params 2219, 2317-2321, 2413: the whole
+			 * shard's the same bytes) */
 			agp_op(p, ph, AG_OP_ZERO_, v->grad, v->grad);
+		} else if (o->fsdp_orig_params) {
+			/* the original parameters' .grads set to None, views of the
+			 * sharded flat gradient, which stays the flat parameter's
+			 * .grad until the root's next pre-forward (fsdp_list) */
+			v->reset = 1;
 		} else {
 			agp_free(p, v->grad, ph);
 			v->grad = NO;
@@ -275,9 +299,93 @@ static void zero_grad(struct ag_pass *p, const struct ag_options *o, struct unit
 	}
 }
 
+/* use_orig_params: the piece of slot j of u in rank r's shard (its
+ * _shard_param_infos' offset_in_shard and numel_in_shard, _flat_param.py
+ * 2.6.0 _get_shard_metadata, 1001): 1 with *at and *n, or 0 where none. */
+static int piece(const struct unit *u, size_t j, unsigned r, uint64_t *at, uint64_t *n)
+{
+	uint64_t lo = (uint64_t)r * u->shard, hi = lo + u->shard;
+	uint64_t a = u->off[j], b = j + 1 < u->nparams ? u->off[j + 1] : u->numel;
+	uint64_t s = a > lo ? a : lo, e = b < hi ? b : hi;
+	if (s >= e)
+		return 0;
+	*at = s - lo;
+	*n = e - s;
+	return 1;
+}
+
+static int slot_cmp(const void *a, const void *b)
+{
+	const struct slot *x = a, *y = b;
+	return (x->t > y->t) - (x->t < y->t);
+}
+
+/* The slots the optimizer steps (*n of them), in model.parameters()'
+ * order: the parameters' storages' (ag_step_build makes them in that
+ * order). */
+static struct slot *orig_slots(const struct unit *u, size_t nu, size_t *n)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < nu; i++)
+		for (size_t j = 0; j < u[i].nparams; j++)
+			k += u[i].stepped[j];
+	struct slot *sl = zs_malloc((k ? k : 1) * sizeof *sl);
+	k = 0;
+	for (size_t i = 0; i < nu; i++)
+		for (size_t j = 0; j < u[i].nparams; j++)
+			if (u[i].stepped[j])
+				sl[k++] = (struct slot){ u[i].params[j], i, j };
+	qsort(sl, k, sizeof *sl, slot_cmp);
+	*n = k;
+	return sl;
+}
+
+/* use_orig_params: Adam over each rank's pieces of the original
+ * parameters it steps (the training script's optimizer over
+ * model.parameters()' requires_grad ones: views of the rank's shard,
+ * _use_sharded_views, _flat_param.py 2105-2156; a parameter with no
+ * piece there is a size-0 tensor whose .grad is None, which Adam skips;
+ * each one's .grad a view of the sharded flat gradient,
+ * _use_sharded_grad_views 2159-2216, None for a frozen one): one list a
+ * rank (only_rank), the phase's mark once. first: the first step()'s,
+ * its state made there. */
+static void orig_adam(struct ag_pass *p, const struct ag_options *o, struct unit *u, const struct slot *sl,
+                      size_t ns, unsigned world, int first)
+{
+	struct ag_param_state *ps = zs_malloc((ns ? ns : 1) * sizeof *ps);
+	for (unsigned r = 0; r < world; r++) {
+		size_t n = 0, from = p->nev;
+		for (size_t k = 0; k < ns; k++) {
+			struct unit *v = &u[sl[k].i];
+			size_t j = sl[k].j, x = (size_t)r * v->nparams + j;
+			uint64_t at, len;
+			if (v->om[x] == NO || !piece(v, j, r, &at, &len))
+				continue;
+			ps[n++] = (struct ag_param_state){ agp_view1(p, v->sh, at, len), agp_view1(p, v->grad, at, len),
+			                                   v->om[x], v->ov[x], v->ost[x] };
+		}
+		(first ? ag_optimizer_first_events : ag_optimizer_events)(p->s, o, ps, n, &p->ev, &p->nev, &p->cap);
+		p->cap_tensors = p->s->ntensors; /* it grew the tensors by its own */
+		for (size_t i = from; i < p->nev; i++) {
+			if (p->ev[i].kind == AG_EV_MARK && r > 0) { /* the phase's mark: rank 0's list carries it */
+				memmove(&p->ev[i], &p->ev[i + 1], (p->nev - i - 1) * sizeof *p->ev);
+				p->nev--;
+				i--;
+			} else if (p->ev[i].kind != AG_EV_MARK) {
+				p->ev[i].only_rank = r + 1;
+			}
+		}
+	}
+	free(ps);
+}
+
 static void units_free(struct unit *u, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
+		free(u[i].stepped);
+		free(u[i].om);
+		free(u[i].ov);
+		free(u[i].ost);
 		free(u[i].params);
 		free(u[i].off);
 		free(u[i].held);
@@ -375,7 +483,7 @@ static struct unit *make_units(const struct ag_step *s, const struct step_params
 	for (size_t i = 0; i < n; i++) {
 		u[i].block = i < (size_t)nblocks ? (long long)i : i == (size_t)nblocks ? -1 : -2;
 		u[i].parent = -1;
-		u[i].grad = u[i].ugrad = NO;
+		u[i].grad = u[i].ugrad = u[i].regrad = NO;
 		u[i].frozen = 1;
 	}
 	for (size_t i = 0; i < p->nmodules; i++) {
@@ -497,7 +605,52 @@ static int is_where(const char *w, const char *kind)
 	return strncmp(w, kind, n) == 0 && (w[n] == '\0' || w[n] == '@');
 }
 
-int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, const struct ag_options *o, char **cause)
+/* use_orig_params: what is not built, by name (0 or -1 with *cause).
+ * Each original parameter's start aligned to 16 bytes and the unit's
+ * elements padded to a multiple of N inside the flat parameter
+ * (_init_flat_param_and_metadata, _flat_param.py 2.6.0: 693-702 and
+ * 742-759; _get_aligned_numel 2734-2739): padding tensors, whose views' gradients
+ * the split's backward makes, not described; a rank holding no trained
+ * element of a unit that trains lets its sharded gradient go at each
+ * forward even under zero_grad zeros (no original .grad of its own),
+ * not described. */
+static int orig_check(const struct unit *u, size_t nu, const struct ag_step *s, const struct ag_options *o,
+                      unsigned world, const unsigned char *trained, char **cause)
+{
+	if (o->recompute)
+		return zs_fail(cause, "--fsdp-orig-params on with --recompute full: not compared with PyTorch yet (give "
+		               "--recompute none)");
+	for (size_t i = 0; i < nu; i++) {
+		const struct unit *v = &u[i];
+		uint64_t align = 16 / ag_dtype_size(v->dt);
+		for (size_t j = 0; j < v->nparams; j++)
+			if (agp_elements(&s->tensor[v->params[j]]) % align != 0)
+				return zs_fail(cause, "--fsdp-orig-params on: unit %s's parameters need FSDP's 16-byte alignment "
+				               "padding (_flat_param.py 693-702): not described yet", v->name);
+		if (v->numel % world != 0)
+			return zs_fail(cause, "--fsdp-orig-params on: unit %s's %llu elements need padding to a multiple of "
+			               "N = %u inside its flat parameter (_flat_param.py 742-759): not described yet", v->name,
+			               (unsigned long long)v->numel, world);
+		if (v->frozen || o->zero_grad != ZS_ZERO_GRAD_ZEROS)
+			continue;
+		struct unit w = *v;
+		w.shard = v->numel / world;
+		for (unsigned r = 0; r < world; r++) {
+			int any = 0;
+			uint64_t at, len;
+			for (size_t j = 0; j < v->nparams && !any; j++)
+				any = trained[v->params[j]] && !s->tensor[v->params[j]].orig_frozen && piece(&w, j, r, &at, &len);
+			if (!any)
+				return zs_fail(cause, "--fsdp-orig-params on with --zero-grad zeros: rank %u's shard of unit %s holds "
+				               "no trained element (FSDP frees its sharded gradient at each forward): not "
+				               "described yet (give --zero-grad none)", r, v->name);
+		}
+	}
+	return 0;
+}
+
+int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, const struct ag_options *o, unsigned world,
+                  char **cause)
 {
 	size_t nu = 0, iroot = 0;
 	unsigned char *trained = zs_calloc(s->ntensors ? s->ntensors : 1, 1);
@@ -509,7 +662,9 @@ int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, const st
 	/* 1.13: flat_param.py 334-340 (no use_orig_params); 2.6: _flat_param.py
 	 * 800-808 under use_orig_params=False, FSDP's default and the references' */
 	int v1 = o->version == ZS_TORCH_1_13;
-	if (m != NULL)
+	if (o->fsdp_orig_params)
+		rc = orig_check(u, nu, s, o, world ? world : 1, trained, cause);
+	else if (m != NULL)
 		rc = zs_fail(cause, "--freeze: --wrapper fsdp's unit %s (transformer_auto_wrap_policy's) would hold frozen "
 		             "and trainable parameters, and PyTorch %s refuses that: \"%s\" (%s): freeze whole blocks, or "
 		             "the root's parameters all or none", m->name, v1 ? "1.13" : "2.6",
@@ -684,6 +839,8 @@ struct fsdp_run {
 	const int32_t *unit_of, *slot_of;
 	const unsigned char *is_pg, *made_pg;
 	unsigned char *fed;
+	const struct slot *slots; /* use_orig_params: the optimizer's (orig_slots) */
+	size_t nslots;
 };
 
 /* One list of the step, src[0..nsrc), into r->p's list: the plain loop's
@@ -786,6 +943,18 @@ static int fsdp_list(const struct fsdp_run *r, const struct ag_event *src, size_
 				if (lazy)
 					lazy_init(p_, o, u, order, nu);
 				lazy = 0;
+				/* use_orig_params: _root_pre_forward's
+				 * _reset_flat_param_grad_info_if_needed over every handle
+				 * (_runtime_utils.py 584, _flat_param.py 2417-2441): a flat
+				 * parameter whose original .grads are all None lets its
+				 * .grad go */
+				for (size_t k = 0; k < nu && o->fsdp_orig_params; k++)
+					if (u[order[k]].reset && u[order[k]].grad != NO) {
+						agp_free(p_, u[order[k]].grad, ZS_PH_FORWARD);
+						u[order[k]].regrad = u[order[k]].grad;
+						u[order[k]].grad = NO;
+						u[order[k]].reset = 0;
+					}
 				if (first && micro == 0 && o->version == ZS_TORCH_1_13)
 					check_order(p_, world);
 				unshard_gather(p_, root, ZS_PH_FORWARD);
@@ -831,6 +1000,11 @@ static int fsdp_list(const struct fsdp_run *r, const struct ag_event *src, size_
 					if (!u[k].done && !u[k].frozen)
 						rc = zs_fail(cause, "--wrapper fsdp: internal error: unit %s got %zu of its %zu "
 						             "gradients in backward", u[k].name, u[k].ngot, u[k].nwant);
+				if (o->fsdp_orig_params) {
+					orig_adam(p_, o, u, r->slots, r->nslots, world, first);
+					skip_optimizer = 1;
+					continue;
+				}
 				struct ag_param_state *ps = zs_malloc(nu * sizeof *ps);
 				size_t nps = 0;
 				for (size_t k = 0; k < nu; k++) {
@@ -995,6 +1169,29 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 		s->tensor[v->v].role = AG_ROLE_ADAM_V;
 		v->step = agp_storage(p_, "Adam step", AG_F32, 0, 1, ZS_CAT_ADAM_M);
 		s->tensor[v->step].role = AG_ROLE_ADAM_STEP;
+		/* use_orig_params: Adam's state per rank and stepped slot */
+		v->stepped = zs_calloc(v->nparams, 1);
+		v->om = zs_malloc((size_t)world * v->nparams * sizeof *v->om);
+		v->ov = zs_malloc((size_t)world * v->nparams * sizeof *v->ov);
+		v->ost = zs_malloc((size_t)world * v->nparams * sizeof *v->ost);
+		for (size_t j = 0; j < v->nparams; j++)
+			v->stepped[j] = o->fsdp_orig_params && trained[v->params[j]] && !s->tensor[v->params[j]].orig_frozen;
+		for (unsigned r = 0; r < world; r++)
+			for (size_t j = 0; j < v->nparams; j++) {
+				size_t x = (size_t)r * v->nparams + j;
+				uint64_t at, len;
+				v->om[x] = v->ov[x] = v->ost[x] = NO;
+				if (!v->stepped[j] || !piece(v, j, r, &at, &len))
+					continue;
+				v->om[x] = agp_storage(p_, "Adam exp_avg (a parameter's piece of the shard)", v->dt, len, 0,
+				                       ZS_CAT_ADAM_M);
+				s->tensor[v->om[x]].role = AG_ROLE_ADAM_M;
+				v->ov[x] = agp_storage(p_, "Adam exp_avg_sq (a parameter's piece of the shard)", v->dt, len, 0,
+				                       ZS_CAT_ADAM_V);
+				s->tensor[v->ov[x]].role = AG_ROLE_ADAM_V;
+				v->ost[x] = agp_storage(p_, "Adam step", AG_F32, 0, 1, ZS_CAT_ADAM_M);
+				s->tensor[v->ost[x]].role = AG_ROLE_ADAM_STEP;
+			}
 		if (o->zero_grad == ZS_ZERO_GRAD_ZEROS && !v->frozen && s->step1 == NULL) {
 			v->grad = agp_storage(p_, "grad (FSDP's sharded flat gradient)", v->dt, v->shard, 0, ZS_CAT_GRAD32);
 			s->tensor[v->grad].role = AG_ROLE_GRAD;
@@ -1086,7 +1283,24 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 			agp_alloc(p_, u[order[k]].grad, ZS_PH_SETUP);
 			agp_op(p_, ZS_PH_SETUP, AG_OP_ZERO_, u[order[k]].grad, u[order[k]].grad);
 		}
-	for (size_t k = 0; k < nu && s->step1 == NULL; k++) {
+	size_t nslots = 0;
+	struct slot *slots = orig_slots(u, nu, &nslots);
+	for (unsigned r = 0; r < world && s->step1 == NULL; r++) { /* use_orig_params: each rank's own */
+		size_t from = p_->nev;
+		for (size_t k = 0; k < nslots; k++) {
+			const struct unit *v = &u[slots[k].i];
+			size_t x = (size_t)r * v->nparams + slots[k].j;
+			if (v->om[x] == NO)
+				continue;
+			const uint32_t st[3] = { v->ost[x], v->om[x], v->ov[x] };
+			for (int q = 0; q < 3; q++) {
+				agp_alloc(p_, st[q], ZS_PH_SETUP);
+				agp_op(p_, ZS_PH_SETUP, AG_OP_FILL, NO, st[q])->arg[0] = 0;
+			}
+		}
+		agp_rank_only(p_, from, r);
+	}
+	for (size_t k = 0; k < nu && s->step1 == NULL && !o->fsdp_orig_params; k++) {
 		const struct unit *v = &u[order[k]];
 		if (v->frozen)
 			continue;
@@ -1122,7 +1336,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 	 * steady step, from the state step 1 leaves */
 	struct fsdp_run R = {.p = p_, .o = o, .u = u, .nu = nu, .iroot = iroot, .nt0 = nt0, .order = order,
 	                     .world = world, .sgo = shard_grad_op, .unit_of = unit_of, .slot_of = slot_of,
-	                     .is_pg = is_pg, .made_pg = made_pg, .fed = fed};
+	                     .is_pg = is_pg, .made_pg = made_pg, .fed = fed, .slots = slots, .nslots = nslots};
 	int rc = 0;
 	if (s->step1 != NULL) {
 		rc = fsdp_list(&R, s->step1, s->nstep1, 1, cause);
@@ -1134,6 +1348,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 	if (rc == 0)
 		agp_take(p_, &s->event, &s->nevents);
 	free(p_->ev);
+	free(slots);
 	free(order);
 	free(post);
 	free(trained);

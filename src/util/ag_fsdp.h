@@ -66,6 +66,27 @@
  *            the output's gradient hook unshards, the post-backward hook
  *            runs at the backward's end mark. The optimizer's order is
  *            model.parameters()': the root, each block then its adapters.
+ *   use_orig_params (o->fsdp_orig_params, --fsdp-orig-params on; 2.6's
+ *            FULL_SHARD at K = 1 in fp32 without LoRA): a unit may mix
+ *            frozen and trainable parameters. The flat parameter requires
+ *            grad where one of them does and the forward computes with
+ *            Tensor views of it, so the step computes a frozen
+ *            parameter's gradient too (util/autograd.c: its tensor's
+ *            orig_frozen) into the split's cat and the reduce-scatter, as
+ *            any; Adam steps the original trained parameters, each
+ *            rank its pieces of its shard (a view of the shard, its
+ *            .grad a view of the sharded gradient, exp_avg and
+ *            exp_avg_sq the piece's size, a step counter each: only_rank
+ *            events, each rank's bytes its own); optimizer.zero_grad
+ *            (set_to_none) lets the original .grads go, and the sharded
+ *            flat gradient goes at the root's next pre-forward
+ *            (_reset_flat_param_grad_info_if_needed), the next
+ *            reduce-scatter's output made as the same storage.
+ *            Refused (ag_fsdp_check): padding inside a flat parameter
+ *            (16-byte alignment, N-divisibility), a rank whose shard of a
+ *            trained unit holds no trained element under zeros,
+ *            checkpointing (docs/finetune.md, "FSDP with
+ *            use_orig_params=True").
  *   step 1   (where the step has a first step of its own, ag_step.step1:
  *            1.13 without accumulation, frozen parameters or LoRA) the same
  *            pass over the plain loop's step 1: _lazy_init's zeros of each
@@ -88,7 +109,8 @@
  *
  * Refused (one line in *cause): a step whose parameters' gradients do not
  * each arrive once in backward, whose block marks are missing, or one of
- * whose units mixes frozen and trainable parameters.
+ * whose units mixes frozen and trainable parameters (but under
+ * use_orig_params).
  */
 #ifndef ZS_UTIL_AG_FSDP_H
 #define ZS_UTIL_AG_FSDP_H
@@ -104,11 +126,14 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
                   int shard_grad_op, char **cause);
 
 /* 0, or -1 with *cause when a unit of s (the plain loop's step of p
- * under o, as ag_fsdp_apply would wrap it) holds frozen and trainable
- * parameters together: PyTorch 1.13's FlatParameter takes neither (the
- * user's --freeze, refused); or when 2.x's FSDP would reshard a frozen
- * unit checkpointed (o->recompute): not compared yet. */
-int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, const struct ag_options *o, char **cause);
+ * under o, as ag_fsdp_apply would wrap it over `world` ranks) holds
+ * frozen and trainable parameters together without use_orig_params:
+ * PyTorch's FlatParameter takes neither (the user's --freeze, refused);
+ * or when 2.x's FSDP would reshard a frozen unit checkpointed
+ * (o->recompute): not compared yet; or, under use_orig_params, what it
+ * does not build (above). */
+int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, const struct ag_options *o, unsigned world,
+                  char **cause);
 
 /* FSDP's gradient division factors for N ranks (torch/distributed/
  * algorithms/_comm_hooks/default_hooks.py, DefaultState: the pre-divide

@@ -253,3 +253,29 @@ int agp_touches(const struct ag_step *s, const struct ag_event *e, uint32_t st)
 			return 1;
 	return 0;
 }
+
+/* A 1-D view of n elements of storage `flat` at element `at`. */
+uint32_t agp_view1(struct ag_pass *p, uint32_t flat, uint64_t at, uint64_t n)
+{
+	uint32_t t = agp_newt(p);
+	struct ag_tensor *x = &p->s->tensor[t];
+	const struct ag_tensor *f = &p->s->tensor[flat];
+	x->what = f->what;
+	x->dtype = f->dtype;
+	x->ndim = 1;
+	x->shape[0] = n;
+	x->stride[0] = 1;
+	x->storage = flat;
+	x->offset = at;
+	x->role = AG_ROLE_TEMP;
+	x->cat = f->cat;
+	x->param = x->module = x->part = -1;
+	return t;
+}
+
+/* The events from `from` on are rank r's alone. */
+void agp_rank_only(struct ag_pass *p, size_t from, unsigned r)
+{
+	for (size_t i = from; i < p->nev; i++)
+		p->ev[i].only_rank = r + 1;
+}

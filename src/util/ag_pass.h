@@ -51,6 +51,10 @@ void agp_record_function(struct ag_pass *p, const struct ag_options *o, enum zs_
 /* A contiguous view of storage `flat` with x's shape (strides made
  * contiguous), at element `off`. */
 uint32_t agp_view_shaped(struct ag_pass *p, uint32_t flat, uint32_t x, uint64_t off);
+/* A 1-D view of n elements of storage `flat` at element `at`. */
+uint32_t agp_view1(struct ag_pass *p, uint32_t flat, uint64_t at, uint64_t n);
+/* Mark the pass's events from `from` on as rank r's alone (only_rank r + 1). */
+void agp_rank_only(struct ag_pass *p, size_t from, unsigned r);
 /* A Python float v given to in-place op k on x: its 8-byte wrapped
  * number and TensorIterator's fp32 copy around the op. */
 void agp_scalar_inplace(struct ag_pass *p, enum ag_op k, uint32_t x, double v, enum zs_phase ph);

@@ -723,6 +723,29 @@ static void part_name(struct bld *b, int32_t param, int part, char *out, size_t 
 	}
 }
 
+/* --fsdp-orig-params on (FSDP's use_orig_params=True): whether a
+ * parameter of param's FSDP unit (transformer_auto_wrap_policy's: its
+ * block, or the root for a module of no block; util/ag_fsdp.c's
+ * make_units) is trained. Its flat parameter then requires grad
+ * (_flat_param.py 789-815, 2.6.0: the OR of its tensors'), and the views
+ * the forward computes with are views of it (_use_unsharded_views,
+ * 1969-1986: Tensor views, not the original parameters), so a frozen
+ * parameter's gradient is computed too, into the flat gradient. */
+static int unit_trained(struct bld *b, int32_t param)
+{
+	const struct step_params *p = b->p;
+	long long unit = p->module[p->tensor[param].module].index;
+	for (size_t i = 0; i < p->ntensors; i++) {
+		if (p->module[p->tensor[i].module].index != unit)
+			continue;
+		unsigned n = p->tensor[i].nparts ? p->tensor[i].nparts : 1;
+		for (unsigned k = 0; k < n; k++)
+			if (!param_frozen(b, (int32_t)i, p->tensor[i].nparts ? (int)k : -1))
+				return 1;
+	}
+	return 0;
+}
+
 static struct pt *add_param(struct bld *b, struct model *M, int32_t param, int part)
 {
 	const struct step_tensor *st = &b->p->tensor[param];
@@ -745,6 +768,11 @@ static struct pt *add_param(struct bld *b, struct model *M, int32_t param, int p
 	q->w = mk(b, "parameter", b->o->mdt, st->ndim, sh, AG_ROLE_PARAM, ZS_CAT_PARAM32, param);
 	b->s->tensor[q->w].part = part;
 	q->frozen = param_frozen(b, param, part);
+	if (q->frozen && b->o->fsdp_orig_params && unit_trained(b, param)) {
+		/* its gradient computed, never stepped (util/ag_fsdp.c) */
+		q->frozen = 0;
+		b->s->tensor[q->w].orig_frozen = 1;
+	}
 	b->rg[q->w] = (unsigned char)!q->frozen;
 	op(b, AG_OP_FILL, NO, NO, NO, q->w, NO, NO)->arg[0] = 0.02;
 	q->made = *b->n;
@@ -7790,6 +7818,7 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->ddp_no_sync = c->ddp_no_sync;
 	o->step1 = ag_step1_lacking(c) == NULL;
 	o->fsdp_prefetch = c->prefetch == ZS_PREFETCH_BACKWARD_PRE;
+	o->fsdp_orig_params = c->wrapper == ZS_WRAPPER_FSDP && c->fsdp_orig_params;
 	o->freeze = c->freeze[0] ? c->freeze : NULL;
 	o->lora_r = c->lora_r;
 	o->lora_alpha = c->lora_alpha;
@@ -8158,9 +8187,9 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	else
 		llama_setup(b, &M);
 	size_t adapted = o->lora_r ? lora_setup(b, &M) : 1;
-	size_t ntrain = 0;
+	size_t ntrain = 0; /* (--fsdp-orig-params: a frozen one whose gradient is computed is frozen here) */
 	for (size_t i = 0; i < M.npt; i++)
-		ntrain += !M.pt[i].frozen;
+		ntrain += !M.pt[i].frozen && !s->tensor[M.pt[i].w].orig_frozen;
 	if (!ntrain)
 		b->unsupported = "it freezes every parameter: nothing to train";
 	/* a pattern that freezes nothing is a mistake (--freeze all), not

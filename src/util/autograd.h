@@ -127,6 +127,9 @@ struct ag_tensor {
 	unsigned char q4;          /* PARAM: a base weight's storage --quant-base nf4 quantized (its packed
 	                            * codes, an AG_Q4_CODES buffer of the same param and part, hold it:
 	                            * util/autograd.c, q4_quantize) */
+	unsigned char orig_frozen; /* PARAM: --freeze froze it, but --fsdp-orig-params on computes its gradient
+	                            * (a view of a flat parameter that requires grad: ag_options.fsdp_orig_params);
+	                            * no optimizer steps it */
 	uint32_t adapter;          /* a LoRA adapter's weight (PARAM, param -1): 1 + its place among the
 	                            * adapters in model.parameters() order (per adapted layer lora_A, then
 	                            * lora_B: a case's "lora" side file's order); else 0 */
@@ -407,6 +410,13 @@ struct ag_options {
 	 * backward-pre, 2.6 only): each block's pre-backward hook gathers the
 	 * block before it too (util/ag_fsdp.c). */
 	int fsdp_prefetch;
+	/* --wrapper fsdp's use_orig_params=True (--fsdp-orig-params on, 2.6
+	 * only): a unit may mix frozen and trainable parameters; a frozen one
+	 * in a unit that trains is computed with as a view that requires grad
+	 * (its gradient made, its tensor's orig_frozen set) and never stepped;
+	 * Adam steps each trainable parameter's piece of the rank's shard
+	 * (util/ag_fsdp.c). */
+	int fsdp_orig_params;
 	/* --wrapper fsdp: the modules' parameters are views of the gathered
 	 * flat parameter (1.13's flatten_params_wrapper.py 162-165, each
 	 * forward), not leaves, so autocast caches none of their casts

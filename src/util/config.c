@@ -346,7 +346,7 @@ static const char *const key_names[ZS_NKEYS] = {
 	"ds-prefetch-bucket", "ds-max-live", "torch-version", "torch-device", "optimizer-impl", "zero-grad", "attn",
 	"wrapper", "grad-accum", "ddp-no-sync", "freeze", "lora-r", "lora-alpha", "lora-dropout", "lora-targets",
 	"quant-base", "double-quant", "ds-sub-group-size", "ddp-find-unused",
-	"recompute-impl", "logits", "experts-impl", "load-dtype"};
+	"recompute-impl", "logits", "experts-impl", "load-dtype", "fsdp-orig-params"};
 _Static_assert(sizeof key_names / sizeof key_names[0] == ZS_NKEYS, "a name for every key");
 
 /* One of a PyTorch option's names (names[first..n): "default" is no value
@@ -634,6 +634,11 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 			return zs_fail(cause, "--load-dtype: '%.40s' is not one of fp32, bf16", value);
 		t.load_bf16 = strcmp(value, "bf16") == 0;
 		break;
+	case ZS_KEY_FSDP_ORIG_PARAMS:
+		if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0)
+			return zs_fail(cause, "--fsdp-orig-params: '%.40s' is not one of on, off", value);
+		t.fsdp_orig_params = strcmp(value, "on") == 0;
+		break;
 	case ZS_NKEYS:
 		break;
 	}
@@ -671,6 +676,7 @@ static const struct {
 	{"lora-r", SPEC_NUMBER, NULL}, {"lora-alpha", SPEC_NUMBER, NULL}, {"lora-dropout", SPEC_NUMBER, NULL},
 	{"lora-targets", SPEC_STRINGS, "leave the key out for the family's default targets"},
 	{"quant-base", SPEC_STRING, NULL}, {"double-quant", SPEC_STRING, NULL}, {"load-dtype", SPEC_STRING, NULL},
+	{"fsdp-orig-params", SPEC_STRING, NULL},
 };
 #define NSPEC_KEYS (sizeof spec_keys / sizeof spec_keys[0])
 #define SPEC_VERSION 4
@@ -887,6 +893,9 @@ int zs_config_validate(const struct zs_config *c, char **cause)
 		if ((c->given & ZS_KEY_BIT(ZS_KEY_BUCKET_CAP)) && !ddp)
 			return zs_fail(cause, "--bucket-cap is DDP's bucket size, and --schemes %s builds no DDP "
 			               "(torch's dp and zero1 do)", list);
+		if (c->fsdp_orig_params && !fsdp)
+			return zs_fail(cause, "--fsdp-orig-params is FSDP's use_orig_params, and --schemes %s builds no FSDP "
+			               "(torch's zero2 and zero3 do)", list);
 		if ((c->given & ZS_KEY_BIT(ZS_KEY_PREFETCH)) && !fsdp)
 			return zs_fail(cause, "--prefetch is FSDP's backward prefetch, and --schemes %s builds no FSDP "
 			               "(torch's zero2 and zero3 do)", list);
@@ -1039,6 +1048,26 @@ static int check_ddp(const struct zs_config *c, char **cause)
 	return check_step_unit(c, cause);
 }
 
+/* --fsdp-orig-params on (FSDP's use_orig_params=True: util/ag_fsdp.h;
+ * docs/finetune.md, "FSDP with use_orig_params=True"): built for PyTorch
+ * 2.6's FULL_SHARD at K = 1 in fp32 without prefetch, checkpointing,
+ * LoRA or a 4-bit base; the rest by name. */
+static int check_fsdp_orig_params(const struct zs_config *c, char **cause)
+{
+	const char *what = c->torch_version == ZS_TORCH_1_13 ? "--torch-version 1.13 (its FSDP has no use_orig_params: "
+	                                                       "flat_param.py 334-340; give --torch-version 2.6)"
+	                   : c->schemes[0] != ZS_ZERO3  ? "--schemes zero2 (SHARD_GRAD_OP: give --schemes zero3)"
+	                   : c->grad_accum > 1          ? "--grad-accum K > 1 (give --grad-accum 1)"
+	                   : c->precision != ZS_FP32    ? "a --precision other than fp32 (give --precision fp32)"
+	                   : c->prefetch != ZS_PREFETCH_NONE ? "--prefetch backward-pre (give --prefetch none)"
+	                   : c->lora_r                  ? "--lora-r (give --fsdp-orig-params off: PEFT's wrap policy)"
+	                   : c->hf_recompute            ? "--recompute full (give --recompute none)"
+	                                                : NULL;
+	if (what != NULL)
+		return zs_fail(cause, "--fsdp-orig-params on with %s: not compared with PyTorch yet", what);
+	return 0;
+}
+
 /* --wrapper fsdp: torch's FullyShardedDataParallel over the PyTorch step
  * (util/ag_fsdp.h), FULL_SHARD (torch's zero3) or SHARD_GRAD_OP (zero2),
  * at 1.13's defaults or 2.6's (docs/schedule.md, "FSDP over the PyTorch
@@ -1078,6 +1107,8 @@ static int check_fsdp(const struct zs_config *c, char **cause)
 	if (c->prefetch != ZS_PREFETCH_NONE && c->grad_accum > 1)
 		return zs_fail(cause, "--prefetch %s with --grad-accum %u: --wrapper fsdp's prefetch across micro-steps is "
 		               "not described yet (give --prefetch none)", zs_prefetch_name(c->prefetch), c->grad_accum);
+	if (c->fsdp_orig_params && check_fsdp_orig_params(c, cause) != 0)
+		return -1;
 	for (int k = ZS_KEY_BUCKET_CAP; k <= ZS_KEY_DS_MAX_LIVE; k++)
 		if (k != ZS_KEY_PREFETCH && (c->given & ZS_KEY_BIT(k)))
 			return zs_fail(cause, "--%s: --wrapper fsdp builds no %s to set", key_names[k],
@@ -1318,6 +1349,10 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 		               zs_framework_name(c->framework),
 		               c->framework == ZS_FW_TORCH ? " --wrapper " : "",
 		               c->framework == ZS_FW_TORCH ? zs_wrapper_name(c->wrapper) : "");
+	if (c->fsdp_orig_params && (c->framework != ZS_FW_TORCH || c->wrapper != ZS_WRAPPER_FSDP))
+		return zs_fail(cause, "--fsdp-orig-params on: FSDP's use_orig_params, only with --framework torch "
+		               "--wrapper fsdp (--framework %s --wrapper %s builds no FSDP)",
+		               zs_framework_name(c->framework), zs_wrapper_name(c->wrapper));
 	if (check_lora(c, cause) != 0 || check_ds_sub_group(c, cause) != 0)
 		return -1;
 	if (c->wrapper == ZS_WRAPPER_DDP)
@@ -1470,7 +1505,8 @@ const char *const zs_torch_json_keys[ZS_NTORCH_JSON_KEYS] = {"torch_version", "t
 
 const char *const zs_step_json_keys[ZS_NSTEP_JSON_KEYS] = {
 	"grad_accum", "ddp_no_sync", "freeze", "lora_r", "lora_alpha", "lora_dropout", "lora_targets", "quant_base",
-	"double_quant", "ddp_find_unused", "recompute_impl", "logits", "experts_impl", "load_dtype"};
+	"double_quant", "ddp_find_unused", "recompute_impl", "logits", "experts_impl", "load_dtype",
+	"fsdp_orig_params"};
 
 /* zs_step_json_keys' values, each only where it is on: a K = 1 run, one
  * that freezes nothing, one without LoRA or its 4-bit base writes none,
@@ -1499,6 +1535,8 @@ static void json_step_settings(cJSON *cfg, const struct zs_config *c)
 	}
 	if (c->load_bf16)
 		cJSON_AddStringToObject(cfg, key[ZS_SJ_LOAD_DTYPE], "bf16");
+	if (c->fsdp_orig_params)
+		cJSON_AddBoolToObject(cfg, key[ZS_SJ_FSDP_ORIG_PARAMS], 1);
 	if (c->ddp_find_unused)
 		cJSON_AddBoolToObject(cfg, key[ZS_SJ_DDP_FIND_UNUSED], 1);
 	if (c->recompute_nonreentrant)

@@ -120,6 +120,10 @@ enum zs_key {
 	 * --quant-base nf4 so far (QLoRA's bf16 recipe, docs/finetune.md
 	 * "QLoRA loaded in bf16"; ag_options.mdt) */
 	ZS_KEY_LOAD_DTYPE,
+	/* FSDP's use_orig_params (--fsdp-orig-params on|off, default off as
+	 * FSDP's; --wrapper fsdp under PyTorch 2.6: util/ag_fsdp.h,
+	 * ag_options.fsdp_orig_params) */
+	ZS_KEY_FSDP_ORIG_PARAMS,
 	ZS_NKEYS
 };
 
@@ -212,6 +216,10 @@ struct zs_config {
 	/* --load-dtype bf16 (1; 0: fp32, the default): the model loaded in
 	 * bf16, only with --quant-base nf4 */
 	int load_bf16;
+	/* --fsdp-orig-params on (1; 0: off, FSDP's default): FSDP's
+	 * use_orig_params=True, a unit may mix frozen and trainable
+	 * parameters (--wrapper fsdp, PyTorch 2.6) */
+	int fsdp_orig_params;
 	/* --recompute full under the PyTorch step (util/autograd.h,
 	 * ag_options.recompute): set by measure and theory from their
 	 * --recompute, no key of its own */
@@ -300,6 +308,7 @@ enum zs_step_json_key {
 	ZS_SJ_LOGITS,
 	ZS_SJ_EXPERTS_IMPL,
 	ZS_SJ_LOAD_DTYPE,
+	ZS_SJ_FSDP_ORIG_PARAMS,
 	ZS_NSTEP_JSON_KEYS
 };
 extern const char *const zs_step_json_keys[ZS_NSTEP_JSON_KEYS];
@@ -309,7 +318,8 @@ extern const char *const zs_step_json_keys[ZS_NSTEP_JSON_KEYS];
  * version's file has none of the later versions' keys (/2 adds the PyTorch
  * keys torch-version, torch-device, optimizer-impl, zero-grad, attn,
  * wrapper; /3 grad-accum, ddp-no-sync, freeze; /4 lora-r, lora-alpha,
- * lora-dropout, lora-targets, quant-base, double-quant, load-dtype), and
+ * lora-dropout, lora-targets, quant-base, double-quant, load-dtype,
+ * fsdp-orig-params), and
  * one that has one is refused naming the version that has it. */
 int zs_config_load_spec(struct zs_config *c, const char *path, char **cause);
 
