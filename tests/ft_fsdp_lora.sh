@@ -228,6 +228,11 @@ $only26 case_ fsdp2-qlora-gpt2-dq-k2-none-nosync gpt2 2 none on fp32 zero3 --lor
 # hand and equal too: docs/finetune.md's table; not here, for CI's time)
 $only26 case_ fsdp2-qlora-bf16-llama-dq-k2-none-nosync llama 2 none on fp32 zero3 --lora-r 4 --lora-targets all-linear \
 	--quant-base nf4 --double-quant on --load-dtype bf16
+# and under bf16 autocast (s51): the adapters' linears alone cast, their
+# fp32 views of PEFT's units copied to bf16 at every use (docs/finetune.md,
+# "QLoRA loaded in bf16 under autocast")
+$only26 case_ fsdp2-qlora-bf16-amp-llama-k1-zeros llama 1 zeros on amp-bf16 zero3 --lora-r 4 --quant-base nf4 \
+	--load-dtype bf16
 
 # The losses: zerosim's LoRA run as a case, trained by PyTorch under FSDP
 # (the loss moves through the adapters alone: the base is frozen)

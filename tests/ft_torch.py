@@ -90,9 +90,9 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    from its bf16 weight, compute dtype bf16, the adapters
                    fp32, oneDNN off (as under --amp); under --fsdp the
                    codes as bfloat16 elements (quant_storage bfloat16).
-                   With --amp bf16 (not under --fsdp) the same model under
-                   the CPU's bf16 autocast: only the fp32 adapters' linears
-                   cast (every other op meets bf16 operands)
+                   With --amp bf16 the same model under the CPU's bf16
+                   autocast: only the fp32 adapters' linears cast (every
+                   other op meets bf16 operands)
   --amp bf16       each micro-step's forward under torch.autocast("cpu",
                    bfloat16), as hf_torch.py --amp bf16 (oneDNN off, as
                    there); the loss's division by K and backward outside the
@@ -1116,8 +1116,8 @@ def main():
         ap.error("--quant-base nf4: with --lora-r, no --case, PyTorch >= 2.2 (bitsandbytes 0.47.0)")
     if a.attn == "sdpa" and H.TV < (2, 0):
         ap.error("--attn sdpa: PyTorch 1.13 has no scaled_dot_product_attention")
-    if a.load_dtype == "bf16" and (a.quant_base != "nf4" or (a.amp != "none" and a.fsdp) or a.case):
-        ap.error("--load-dtype bf16: only with --quant-base nf4, no --case, no --amp under --fsdp")
+    if a.load_dtype == "bf16" and (a.quant_base != "nf4" or a.case):
+        ap.error("--load-dtype bf16: only with --quant-base nf4, no --case")
     if a.quant_storage and a.quant_base != "nf4":
         ap.error("--quant-storage: only with --quant-base nf4")
     # (under --fsdp the model's dtype, as PEFT's examples/sft/utils.py

@@ -966,11 +966,6 @@ static int check_lora(const struct zs_config *c, char **cause)
 		return zs_fail(cause, "--load-dtype bf16 with --precision %s: not described yet (give --precision fp32: "
 		               "no autocast, every op in its operands' dtype, or amp-bf16: bf16 autocast)",
 		               zs_precision_name(c->precision));
-	/* (FSDP's adapters are views of their flat parameters, cast at every
-	 * use under autocast: not compared with 2.6 over a bf16-loaded model) */
-	if (c->load_bf16 && c->precision == ZS_AMP_BF16 && c->wrapper == ZS_WRAPPER_FSDP)
-		return zs_fail(cause, "--load-dtype bf16 with --precision amp-bf16 under --wrapper fsdp: not described yet "
-		               "(give --wrapper none or ddp, or --precision fp32)");
 	if ((c->given & ZS_KEY_BIT(ZS_KEY_QUANT_BASE)) && !c->lora_r)
 		return zs_fail(cause, "--quant-base %s: only with --lora-r (the 4-bit base is frozen: QLoRA trains "
 		               "adapters over it)", c->quant_nf4 ? "nf4" : "none");
