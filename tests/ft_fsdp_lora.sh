@@ -55,7 +55,9 @@
 # the losses. And two of its own: QLoRA (--quant-base nf4, bitsandbytes
 # 0.47.0's Linear4bit written op by op in ft_torch.py, quant_storage
 # float32), llama q_proj,v_proj K = 1 and gpt2 all-linear with double
-# quantization, K = 2 no_sync. Without a root: skip
+# quantization, K = 2 no_sync; and loaded in bf16 (--load-dtype bf16),
+# llama all-linear with double quantization K = 2 no_sync, and q_proj,
+# v_proj under bf16 autocast (s51: about 5 s of CPU). Without a root: skip
 # (77), a failure under ZS_REQUIRE_TORCH26=1.
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).

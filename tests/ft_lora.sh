@@ -40,6 +40,12 @@
 # autocast with bitsandbytes' compute dtype bf16 (llama, qwen2's biased
 # q and v, phi3's fused layers, double quantization, K = 2, and a wide
 # MLP whose dequantized fp32 weight and its bf16 copy make the peak).
+# Its "loaded in bf16" rows (--load-dtype bf16): without autocast, and
+# since s51 under bf16 autocast ("autocast:", only the fp32 adapters'
+# linears cast) and checkpointed ("checkpointed:", --recompute full,
+# reentrant; DDP N = 2 too): QLoRA's bf16 recipe (docs/finetune.md,
+# "QLoRA loaded in bf16 under autocast, and checkpointed"; about 10 s of
+# CPU for those five).
 # Its "sdpa:" rows (s49): transformers' SDPA on both sides (ft_torch.py
 # --attn sdpa, zerosim --attn sdpa; docs/schedule.md, "Fine-tuning under
 # SDPA"): gpt2's flash kernel over the adapted c_attn, llama's math path
