@@ -55,13 +55,16 @@
 # the losses. And two of its own: QLoRA (--quant-base nf4, bitsandbytes
 # 0.47.0's Linear4bit written op by op in ft_torch.py, quant_storage
 # float32), llama q_proj,v_proj K = 1 and gpt2 all-linear with double
-# quantization, K = 2 no_sync. And FSDP's use_orig_params=True
-# (--fsdp-orig-params on, ft_torch.py's too): gpt2 with each block's
-# attention frozen (set_to_none) and llama with its attention and
-# embeddings frozen (zeros), every rank held apart (tests/zero1_cmp.py:
-# each rank's Adam state its shard's trained pieces), and the gpt2 run's
-# losses (its case trained by PyTorch 2.6; about 20 s of CPU for the
-# three). Without a root: skip (77), a failure under ZS_REQUIRE_TORCH26=1.
+# quantization, K = 2 no_sync; and loaded in bf16 (--load-dtype bf16),
+# llama all-linear with double quantization K = 2 no_sync, and q_proj,
+# v_proj under bf16 autocast (s51: about 5 s of CPU). And FSDP's
+# use_orig_params=True (--fsdp-orig-params on, ft_torch.py's too): gpt2
+# with each block's attention frozen (set_to_none) and llama with its
+# attention and embeddings frozen (zeros), every rank held apart
+# (tests/zero1_cmp.py: each rank's Adam state its shard's trained pieces),
+# and the gpt2 run's losses (its case trained by PyTorch 2.6; about 20 s of
+# CPU for the three). Without a root: skip (77), a failure under
+# ZS_REQUIRE_TORCH26=1.
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 a difference, 99 hard error.
@@ -253,6 +256,11 @@ $only26 case_ fsdp2-orig-emb-llama-k1-zeros llama 1 zeros on fp32 zero3 --freeze
 oz="--model $tmp/tiny-gpt2.json $z --precision fp32 --zero-grad none --freeze re:attn --fsdp-orig-params on"
 $only26 ft_losses "$tmp/loss-orig" "gpt2 attention frozen, FSDP use_orig_params N=2" "$oz" \
 	"--model $tmp/tiny-gpt2.json --zero-grad none --world 2 --fsdp --freeze re:attn --fsdp-orig-params on"
+# and under bf16 autocast (s51): the adapters' linears alone cast, their
+# fp32 views of PEFT's units copied to bf16 at every use (docs/finetune.md,
+# "QLoRA loaded in bf16 under autocast")
+$only26 case_ fsdp2-qlora-bf16-amp-llama-k1-zeros llama 1 zeros on amp-bf16 zero3 --lora-r 4 --quant-base nf4 \
+	--load-dtype bf16
 
 # The losses: zerosim's LoRA run as a case, trained by PyTorch under FSDP
 # (the loss moves through the adapters alone: the base is frozen)

@@ -40,6 +40,12 @@
 # autocast with bitsandbytes' compute dtype bf16 (llama, qwen2's biased
 # q and v, phi3's fused layers, double quantization, K = 2, and a wide
 # MLP whose dequantized fp32 weight and its bf16 copy make the peak).
+# Its "loaded in bf16" rows (--load-dtype bf16): without autocast, and
+# since s51 under bf16 autocast ("autocast:", only the fp32 adapters'
+# linears cast) and checkpointed ("checkpointed:", --recompute full,
+# reentrant; DDP N = 2 too): QLoRA's bf16 recipe (docs/finetune.md,
+# "QLoRA loaded in bf16 under autocast, and checkpointed"; about 10 s of
+# CPU for those five).
 # Its "sdpa:" rows (s49): transformers' SDPA on both sides (ft_torch.py
 # --attn sdpa, zerosim --attn sdpa; docs/schedule.md, "Fine-tuning under
 # SDPA"): gpt2's flash kernel over the adapted c_attn, llama's math path
@@ -278,6 +284,11 @@ autocast: phi3, all-linear;phi3;none;1;1;-;--lora-r 4 --lora-targets all-linear
 2.6: QLoRA loaded in bf16: llama, all-linear, double quant, K = 2;llama;none;2;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --load-dtype bf16
 2.6: QLoRA loaded in bf16: wide MLP, T = 4, B = 1 (the dequantized bf16 weight at the peak);wide;none;1;1;-;--lora-r 4 --quant-base nf4 --seq 4 --batch 1 --load-dtype bf16
 2.6: DDP N = 2, QLoRA loaded in bf16: llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4 --quant-base nf4 --load-dtype bf16
+2.6: autocast: QLoRA loaded in bf16: llama, default targets, zeros (the fp32 adapters' linears alone cast);llama;zeros;1;1;-;--lora-r 4 --quant-base nf4 --load-dtype bf16
+2.6: autocast: QLoRA loaded in bf16: llama, all-linear, double quant, K = 2;llama;none;2;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --load-dtype bf16
+2.6: checkpointed: QLoRA loaded in bf16: llama, default targets, zeros;llama;zeros;1;1;-;--lora-r 4 --quant-base nf4 --load-dtype bf16 --recompute full
+2.6: checkpointed: autocast: QLoRA loaded in bf16: llama, all-linear, K = 2 (the recipe: bf16-loaded, bf16=True, gradient checkpointing);llama;none;2;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4 --load-dtype bf16 --recompute full
+2.6: checkpointed: autocast: DDP N = 2, QLoRA loaded in bf16: llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4 --quant-base nf4 --load-dtype bf16 --recompute full
 DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4
 DDP N = 2, llama q_proj + v_proj, K = 2, without no_sync, set_to_none;llama;none;2;2;off;--lora-r 4
 DDP N = 2, gpt2 c_attn, K = 2, no_sync, set_to_none;gpt2;none;2;2;on;--lora-r 4

@@ -65,7 +65,8 @@
 #    ft_fsdp_lora.sh torch26's QLoRA rows).
 # 10. Loaded in bf16 (--load-dtype bf16: QLoRA's bf16 recipe, docs/
 #    finetune.md "QLoRA loaded in bf16"): its refusals (1.); 2. and 3. on
-#    the plain loop, DDP N = 2 and FSDP N = 2 and 3, the embeddings, head
+#    the plain loop, DDP N = 2 and FSDP N = 2 and 3 (the plain loop under
+#    bf16 autocast and --recompute full too), the embeddings, head
 #    and norms 2 B an element, under FSDP the codes as quant_storage
 #    bfloat16 (n / 4 elements) in bf16 units; and FSDP's losses DDP's, bit
 #    for bit (the bytes against PyTorch 2.6: tests/ft_lora.sh and
@@ -130,17 +131,19 @@ refuse "--torch-version 1.13" "bitsandbytes 0.47.0 needs torch >= 2.2" --lora-r 
 	--torch-version 1.13
 refuse "--precision amp-fp16" "QLoRA under float16 autocast is not described yet" --lora-r 4 --quant-base nf4 \
 	--precision amp-fp16
-# --load-dtype bf16 (QLoRA's bf16 recipe): the plain loop without autocast so far
+# --load-dtype bf16 (QLoRA's bf16 recipe): the plain loop, DDP and FSDP, without
+# autocast or under bf16 autocast, reentrant checkpointing; the rest by name
 refuse "--load-dtype bf16 without --quant-base" "only with --quant-base nf4" --lora-r 4 --load-dtype bf16
 refuse "--load-dtype fp16" "not one of fp32, bf16" --lora-r 4 --quant-base nf4 --load-dtype fp16
 refuse "--load-dtype bf16 under ZeroRedundancyOptimizer" "--load-dtype bf16 with ZeroRedundancyOptimizer" \
 	--lora-r 4 --quant-base nf4 --load-dtype bf16 --wrapper ddp --world 2 --schemes zero1
 refuse "--load-dtype bf16 under DeepSpeed" "--load-dtype bf16 under --framework deepspeed --wrapper deepspeed" \
 	--lora-r 4 --quant-base nf4 --load-dtype bf16 --framework deepspeed --wrapper deepspeed --world 2 --schemes zero1
-refuse "--load-dtype bf16 under autocast" "autocast over a bf16-loaded model is not described yet" --lora-r 4 \
-	--quant-base nf4 --load-dtype bf16 --precision amp-bf16
-refuse "--load-dtype bf16 with --recompute full" "--load-dtype bf16 with --recompute full is not described" \
-	--lora-r 4 --quant-base nf4 --load-dtype bf16 --recompute full
+refuse "--load-dtype bf16 under float16 autocast" "--load-dtype bf16 with --precision amp-fp16: not described yet" \
+	--lora-r 4 --quant-base nf4 --load-dtype bf16 --precision amp-fp16
+# (TRL's SFTTrainer checkpoints with use_reentrant=False: not with LoRA yet)
+refuse "--load-dtype bf16, non-reentrant checkpointing" "non-reentrant with --lora-r is not described yet" \
+	--lora-r 4 --quant-base nf4 --load-dtype bf16 --precision amp-bf16 --recompute full --recompute-impl non-reentrant
 rm=gpt2
 refuse "--load-dtype bf16 over gpt2" "--load-dtype bf16 with a model that is not a llama" --lora-r 4 \
 	--quant-base nf4 --load-dtype bf16
@@ -375,6 +378,7 @@ loaded in bf16: llama, all-linear, set_to_none, double quant, K = 2;llama;none;2
 DDP N = 2: loaded in bf16: llama, all-linear, zeros;llama;zeros;1;--lora-r 4 --lora-targets all-linear --quant-base nf4 --load-dtype bf16 --wrapper ddp --world 2
 FSDP N = 2: loaded in bf16: llama, all-linear, zeros;llama;zeros;1;--lora-r 4 --lora-targets all-linear --quant-base nf4 --load-dtype bf16 --wrapper fsdp --world 2 --schemes zero3
 FSDP N = 3: loaded in bf16: llama, q_proj + v_proj, set_to_none, K = 2, SHARD_GRAD_OP (padding);llama;none;2;--lora-r 4 --quant-base nf4 --load-dtype bf16 --wrapper fsdp --world 3 --schemes zero2
+loaded in bf16: the recipe: autocast, checkpointed, llama, all-linear, zeros;llama;zeros;1;--lora-r 4 --lora-targets all-linear --quant-base nf4 --load-dtype bf16 --precision amp-bf16 --recompute full
 checkpointed zero1 N = 2: gpt2, all-linear, K = 2;gpt2;zeros;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --recompute full --wrapper ddp --world 2 --schemes zero1
 autocast: llama, q_proj + v_proj, zeros, double quant;llama;zeros;1;--lora-r 4 --quant-base nf4 --double-quant on --precision amp-bf16
 autocast: DDP N = 2: llama, all-linear, double quant, K = 2;llama;none;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --precision amp-bf16 --wrapper ddp --world 2

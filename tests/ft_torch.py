@@ -94,7 +94,10 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    torch_dtype=torch.bfloat16)), each 4-bit layer quantized
                    from its bf16 weight, compute dtype bf16, the adapters
                    fp32, oneDNN off (as under --amp); under --fsdp the
-                   codes as bfloat16 elements (quant_storage bfloat16)
+                   codes as bfloat16 elements (quant_storage bfloat16).
+                   With --amp bf16 the same model under the CPU's bf16
+                   autocast: only the fp32 adapters' linears cast (every
+                   other op meets bf16 operands)
   --amp bf16       each micro-step's forward under torch.autocast("cpu",
                    bfloat16), as hf_torch.py --amp bf16 (oneDNN off, as
                    there); the loss's division by K and backward outside the
@@ -1122,8 +1125,8 @@ def main():
         ap.error("--quant-base nf4: with --lora-r, no --case, PyTorch >= 2.2 (bitsandbytes 0.47.0)")
     if a.attn == "sdpa" and H.TV < (2, 0):
         ap.error("--attn sdpa: PyTorch 1.13 has no scaled_dot_product_attention")
-    if a.load_dtype == "bf16" and (a.quant_base != "nf4" or a.amp != "none" or a.case):
-        ap.error("--load-dtype bf16: only with --quant-base nf4, no --amp, no --case")
+    if a.load_dtype == "bf16" and (a.quant_base != "nf4" or a.case):
+        ap.error("--load-dtype bf16: only with --quant-base nf4, no --case")
     if a.quant_storage and a.quant_base != "nf4":
         ap.error("--quant-storage: only with --quant-base nf4")
     # (under --fsdp the model's dtype, as PEFT's examples/sft/utils.py

@@ -218,6 +218,51 @@ assert two["peak"]["peak_bytes"] < one["peak"]["peak_bytes"], "the paper level a
 PY
 fi
 expect 2 --model llama-3-8b --lora-r 16 --lora-targets all-linear --device-mem 24GB --schemes zero3
+# QLoRA's bf16 recipe on one 24 GB GPU (s51; docs/finetune.md, "QLoRA
+# loaded in bf16 under autocast"): loaded in bf16, bf16 autocast, gradient
+# checkpointing. Under --torch-device cuda autocast is refused by name, so
+# the CPU step's rules answer it. Between steps, worked from the shapes
+# (hidden 4,096, 32 layers, 8 k/v heads, MLP 14,336, vocabulary 128,256;
+# r 16 on the 7 linears of each layer): the 6,979,321,856 4-bit weights'
+# codes n/2 and fp32 absmax n/64 x 4, each of the 224 layers' 16-entry fp32
+# code table, the embeddings and head (2 x 128,256 x 4,096) and the 65
+# norms' 4,096 in bf16, inv_freq's 64 fp32, the 41,943,040 adapter values
+# fp32 with Adam's m and v (set_to_none: no grads) and a 4 B step per
+# adapter tensor (448), the ids and labels (int64, 512 x B each):
+# 6,531,211,264 B at B = 16. At --seq 512 micro-batch 16 fits (23.52 GB), 17 not
+# (24.59); at the model's 8,192 positions micro-batch 1 does not (37.43
+# GB) and the advice gives 5,983 tokens.
+bf="--model llama-3-8b --framework torch --wrapper none --torch-version 2.6 --attn eager --schemes dp --world 1
+--lora-r 16 --lora-targets all-linear --quant-base nf4 --load-dtype bf16 --device-mem 24GB --precision amp-bf16
+--recompute full"
+# shellcheck disable=SC2086
+expect 2 $bf --torch-device cuda
+grep -q 'torch-device cuda: the PyTorch step with autocast or a 16-bit module' "$tmp/err" ||
+	fail "the bf16 recipe under --torch-device cuda: $(cat "$tmp/err")"
+n4=$((32 * (2 * 4096 * 4096 + 2 * 1024 * 4096 + 3 * 14336 * 4096)))
+lora=$((32 * 16 * (2 * (4096 + 4096) + 2 * (4096 + 1024) + 3 * (4096 + 14336))))
+for b in 16 17; do
+	hand=$((n4 / 2 + n4 / 64 * 4 + 224 * 16 * 4 + (2 * 128256 * 4096 + 65 * 4096) * 2 + 64 * 4 + lora * 12 +
+		448 * 4 + 2 * 512 * b * 8))
+	# shellcheck disable=SC2086
+	expect 0 $bf --torch-device cpu --seq 512 --batch $b --format json
+	command -v python3 >/dev/null 2>&1 || continue
+	python3 - "$tmp/out" $hand $b <<'PY' || fail "the bf16 recipe at --seq 512 --batch $b"
+import json, sys
+s = json.load(open(sys.argv[1]))["rows"][0]["schedule"]
+want, b = int(sys.argv[2]), int(sys.argv[3])
+assert s["resident_bytes"] == want, (s["resident_bytes"], "by hand", want)
+assert (s["peak_bytes"] <= 24e9) == (b == 16), ("peak", s["peak_bytes"], "at micro-batch", b)
+PY
+done
+# shellcheck disable=SC2086
+expect 0 $bf --torch-device cpu
+grep -q 'micro-batch 1 fits up to 5983 tokens (--seq 5983: torch.s peak 24.00 GB)' "$tmp/out" ||
+	fail "the bf16 recipe at 8,192 tokens: no 5,983-token advice: $(grep -i 'fits up to' "$tmp/out")"
+# shellcheck disable=SC2086
+expect 0 $bf --torch-device cpu --seq 512
+grep -q '^    1  dp .* yes  *yes  16$' "$tmp/out" ||
+	fail "the bf16 recipe at --seq 512: not micro-batch 16: $(grep '^    1  dp' "$tmp/out" | head -1)"
 # --wrapper none is one process: N = 1 where --world is not given, and
 # fp32 where --precision is not (the PyTorch step refuses mixed, the
 # theory's default elsewhere); the same text as with both given

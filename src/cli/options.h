@@ -200,7 +200,8 @@ struct zs_opt {
 	"                         weight dequantized into bf16, the adapters fp32;\n" \
 	"                         --wrapper none, ddp (dp) or fsdp, whose units\n" \
 	"                         flatten the codes as bf16 elements; --precision\n" \
-	"                         fp32: no autocast)\n"
+	"                         fp32, no autocast, or amp-bf16, where only the\n" \
+	"                         adapters' linears cast; --recompute full)\n"
 
 /* Every command has these. */
 #define ZS_OPTS_STANDARD \

@@ -276,13 +276,17 @@ static char *qlora_text(const struct theory_request *req)
 	                   c->load_bf16 ? "bf16, as the model was loaded (--load-dtype bf16)" : "fp32",
 	                   (double)q.rest * (c->load_bf16 ? 2 : 4) / 1e9, c->load_bf16 ? "a bf16" : "an fp32",
 	                   (double)q.largest * (c->load_bf16 ? 2 : 4) / 1e6,
-	                   c->precision == ZS_AMP_BF16 ? "; under bf16 autocast bitsandbytes' compute dtype is bf16: "
+	                   c->precision == ZS_AMP_BF16 && !c->load_bf16 ? "; under bf16 autocast bitsandbytes' compute dtype is bf16: "
 	                                                 "the temporary is copied to bf16 for the product (half as "
 	                                                 "much again at once), the input and result copied to and "
 	                                                 "from bf16 where they are fp32"
 	                                               : "",
-	                   c->load_bf16 ? ", and \"QLoRA loaded in bf16\": the adapters fp32, their input copied up "
-	                                  "and their term back down" : "");
+	                   !c->load_bf16 ? ""
+	                   : c->precision == ZS_AMP_BF16 ? ", and \"QLoRA loaded in bf16 under autocast, and checkpointed\": "
+	                                                   "the adapters fp32, their input copied up, then with their weights "
+	                                                   "cast to bf16 by autocast, their term bf16"
+	                   : ", and \"QLoRA loaded in bf16\": the adapters fp32, their input copied up and their term "
+	                     "back down");
 }
 
 char *theory_framework_text(const struct theory_request *req)

@@ -131,6 +131,9 @@ struct bld {
 	 * keeps anything), and its rerun inside backward with grad (regrad:
 	 * requires_grad follows the ops, its marks "refwd:") */
 	int nograd, regrad;
+	/* inside an adapter's lora_A and lora_B (lora_fwd, lora_bwd): autocast's
+	 * dtype there is o->lora_amp, elsewhere o->amp (ac_dt) */
+	int adapter;
 	/* dropout's draws so far (each bernoulli_'s arg[1], 1-based): the
 	 * engine keys a mask on it, so a checkpointed layer's rerun, which
 	 * sets it back to the layer's first (preserve_rng_state), draws the
@@ -1110,15 +1113,23 @@ static T to_dtype(struct bld *b, T x, enum ag_dtype dt, const char *what)
 	return c;
 }
 
+/* autocast's lower precision where the builder is: an adapter's
+ * (o->lora_amp) inside one, the model's (o->amp) elsewhere; AG_F32 where
+ * autocast casts nothing there */
+static enum ag_dtype ac_dt(const struct bld *b)
+{
+	return b->adapter ? b->o->lora_amp : b->o->amp;
+}
+
 /* cached_cast of a non-leaf x: x itself (one holder more) where it is of
  * the 16-bit type already, else a copy (one holder: the caller's). */
 static T ac_cast(struct bld *b, T x)
 {
-	if (b->s->tensor[x].dtype == b->o->amp) {
+	if (b->s->tensor[x].dtype == ac_dt(b)) {
 		ref(b, x);
 		return x;
 	}
-	return to_dtype(b, x, b->o->amp, "_to_copy (autocast)");
+	return to_dtype(b, x, ac_dt(b), "_to_copy (autocast)");
 }
 
 /* cached_cast of parameter q: its cached copy, made at its first use in
@@ -1133,9 +1144,9 @@ static T ac_cast_param(struct bld *b, struct pt *q)
 {
 	struct model *M = b->M;
 	if (!b->rg[q->w] || b->o->amp_param_views)
-		return to_dtype(b, q->w, b->o->amp, "_to_copy (autocast)");
+		return to_dtype(b, q->w, ac_dt(b), "_to_copy (autocast)");
 	if (q->w16 == NO) {
-		q->w16 = to_dtype(b, q->w, b->o->amp, "_to_copy (autocast, cached)");
+		q->w16 = to_dtype(b, q->w, ac_dt(b), "_to_copy (autocast, cached)");
 		M->cached = zs_realloc(M->cached, (M->ncached + 1) * sizeof *M->cached);
 		M->cached[M->ncached++] = (size_t)(q - M->pt);
 	}
@@ -1152,10 +1163,10 @@ static T ac_cast_layer(struct bld *b, T x, struct pt *w, T *wm, T *w16, int *xca
 	*wm = w->w;
 	*w16 = NO;
 	*xcast = 0;
-	if (b->o->amp == AG_F32)
+	if (ac_dt(b) == AG_F32)
 		return x;
 	*wm = *w16 = ac_cast_param(b, w);
-	*xcast = b->s->tensor[x].dtype != b->o->amp;
+	*xcast = b->s->tensor[x].dtype != ac_dt(b);
 	return ac_cast(b, x);
 }
 
@@ -3422,7 +3433,7 @@ static T linear(struct bld *b, T x, struct pt *w, struct lin_saved *sv)
 	T wm;
 	T xm = ac_cast_layer(b, x, w, &wm, &sv->w16, &sv->xcast);
 	T x2 = reshape(b, xm, 2, SH(rows, in));
-	if (b->o->amp != AG_F32)
+	if (ac_dt(b) != AG_F32)
 		unref(b, xm); /* the cast's name (or ac_cast's holder of x): the view holds it */
 	T wt = transpose_last2(b, wm);
 	T y = TMP("mm (linear)", b->s->tensor[x2].dtype, rows, out);
@@ -3494,7 +3505,7 @@ static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, stru
 		arrive(b, xbuf, dxv);
 	}
 	if (dw != NO)
-		accumulate(b, w, b->o->amp != AG_F32 ? ac_grad_back(b, dw) : dw);
+		accumulate(b, w, ac_dt(b) != AG_F32 ? ac_grad_back(b, dw) : dw);
 }
 
 /* linear_b under autocast (qwen2's biased q/k/v): linear is in the CPU's
@@ -4014,6 +4025,7 @@ static T lora_fwd(struct bld *b, T x, T y, int32_t k)
 	st->xcast = st->xdt != b->s->tensor[b->M->pt[st->a].w].dtype;
 	if (st->xcast)
 		x = to_dtype(b, x, b->s->tensor[b->M->pt[st->a].w].dtype, "_to_copy (PEFT's _cast_input_dtype)");
+	b->adapter = 1; /* lora_A's and lora_B's linears: autocast's o->lora_amp (ac_dt) */
 	if (b->o->lora_dropout > 0) {
 		T xd = dropout(b, x, b->o->lora_dropout, &st->drop);
 		lora_unit_mark(b, k, 'A', "fwd");
@@ -4028,6 +4040,7 @@ static T lora_fwd(struct bld *b, T x, T y, int32_t k)
 	lora_unit_mark(b, k, 'B', "fwd");
 	T bo = linear(b, a, &b->M->pt[st->b], &st->sb);
 	lora_unit_mark(b, k, 'B', "fwd_end");
+	b->adapter = 0;
 	unref(b, a); /* lora_A's output: a temporary (B's node keeps its view) */
 	st->wk = NO;
 	T m = scalar_op(b, AG_OP_MUL_SCALAR, "mul (lora_B(...) * scaling)", bo, st->scaling, RG(b, bo) ? &st->wk : NULL);
@@ -4089,7 +4102,9 @@ static void lora_bwd(struct bld *b, T g, int32_t k, T *xbuf)
 	st->wk = NO;
 	T da = NO;
 	lora_unit_mark(b, k, 'B', "bwd");
+	b->adapter = 1;
 	linear_bwd(b, dm, 1, &st->sb, &b->M->pt[st->b], &da);
+	b->adapter = 0;
 	lora_unit_mark(b, k, 'B', "bwd_end");
 	if (da == NO) {
 		if (st->drop != NO)
@@ -4100,14 +4115,18 @@ static void lora_bwd(struct bld *b, T g, int32_t k, T *xbuf)
 	lora_unit_mark(b, k, 'A', "bwd");
 	if (st->drop == NO) {
 		T dx = NO;
+		b->adapter = 1;
 		linear_bwd(b, da, 1, &st->sa, &b->M->pt[st->a], &dx);
+		b->adapter = 0;
 		if (dx != NO)
 			arrive(b, xbuf, lora_x_back(b, st, dx));
 		lora_unit_mark(b, k, 'A', "bwd_end");
 		return;
 	}
 	T dd = NO; /* the dropout output's gradient, then x's */
+	b->adapter = 1;
 	linear_bwd(b, da, 1, &st->sa, &b->M->pt[st->a], &dd);
+	b->adapter = 0;
 	lora_unit_mark(b, k, 'A', "bwd_end");
 	if (dd != NO)
 		arrive(b, xbuf, lora_x_back(b, st, dropout_bwd(b, dd, 1, st->drop)));
@@ -7809,6 +7828,15 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->eps = c->eps;
 	o->seed = c->seed;
 	o->amp = c->precision == ZS_AMP_BF16 ? AG_BF16 : c->precision == ZS_AMP_FP16 ? AG_F16 : AG_F32;
+	o->lora_amp = o->amp;
+	/* a bf16-loaded model under bf16 autocast: every op of the model meets
+	 * bf16 operands (Linear4bit's compute dtype, the norms' .to(input_dtype),
+	 * the rope's .to(x.dtype), lm_head's bf16 weight) or is an fp32 op of
+	 * its own (the softmax's dtype=float32, logits.float()), so autocast's
+	 * cached_cast returns each as it is; only the fp32 adapters' linears
+	 * cast (docs/finetune.md, "QLoRA loaded in bf16 under autocast") */
+	if (c->load_bf16 && o->amp == AG_BF16)
+		o->amp = AG_F32;
 	o->mdt = (c->precision == ZS_MIXED && c->wrapper == ZS_WRAPPER_DEEPSPEED) || c->load_bf16 ? AG_BF16 : AG_F32;
 	o->load_bf16 = c->load_bf16;
 	o->grad_accum = c->grad_accum ? c->grad_accum : 1;
@@ -8062,11 +8090,11 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 			              m->name, no);
 	}
 	/* --load-dtype bf16: the plain loop, DDP and FSDP, checked against
-	 * 2.6's allocator (tests/ft_lora.sh, ft_fsdp_lora.sh torch26) */
+	 * 2.6's allocator (tests/ft_lora.sh, ft_fsdp_lora.sh torch26), under
+	 * bf16 autocast and (reentrant) --recompute full too */
 	if (o->load_bf16) {
 		const char *no = o->zero1_world ? "ZeroRedundancyOptimizer (give --schemes dp)"
 		                 : fam != 1 ? "a model that is not a llama (llama's step is checked)"
-		                 : o->recompute ? "--recompute full"
 		                 : o->lora_dropout > 0 ? "--lora-dropout (give 0)"
 		                 : o->freeze && *o->freeze ? "--freeze"
 		                 : o->attn == ZS_ATTN_SDPA ? "--attn sdpa (give --attn eager)"

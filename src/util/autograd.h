@@ -349,6 +349,11 @@ struct ag_options {
 	                                  * own section of the optimizer phase, then the owners' broadcasts */
 	enum ag_dtype amp;               /* autocast's lower precision (--precision amp-bf16: AG_BF16), or
 	                                  * AG_F32 without autocast (docs/schedule.md, "Autocast") */
+	enum ag_dtype lora_amp;          /* autocast's lower precision inside an adapter's lora_A and lora_B:
+	                                  * amp's, and under a bf16-loaded model's autocast (load_bf16) amp
+	                                  * AG_F32 and this AG_BF16, since every other op's operands are bf16
+	                                  * already and autocast casts none of them (docs/finetune.md, "QLoRA
+	                                  * loaded in bf16 under autocast") */
 	enum ag_dtype mdt;               /* the module's dtype: AG_BF16 after module.bfloat16() (DeepSpeed's bf16,
 	                                  * --wrapper deepspeed --precision mixed: engine.py 1224-1231 at 38327e0),
 	                                  * every parameter, floating buffer and activation in it, no autocast;

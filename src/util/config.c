@@ -971,17 +971,18 @@ static int check_lora(const struct zs_config *c, char **cause)
 	if ((c->given & ZS_KEY_BIT(ZS_KEY_DOUBLE_QUANT)) && !c->quant_nf4)
 		return zs_fail(cause, "--double-quant: only with --quant-base nf4 (it quantizes the 4-bit base's absmax)");
 	/* --load-dtype bf16: QLoRA's bf16 recipe (docs/finetune.md, "QLoRA
-	 * loaded in bf16"): the plain loop, DDP and FSDP of PyTorch 2.6
-	 * without autocast so far; the rest by name */
+	 * loaded in bf16"): the plain loop, DDP and FSDP of PyTorch 2.6,
+	 * without autocast or under bf16 autocast ("... under autocast"); the
+	 * rest by name */
 	if (c->load_bf16 && !c->quant_nf4)
 		return zs_fail(cause, "--load-dtype bf16: only with --quant-base nf4 (QLoRA's bf16 recipe) so far");
 	if (c->load_bf16 && (c->framework != ZS_FW_TORCH || (c->wrapper != ZS_WRAPPER_NONE && c->wrapper != ZS_WRAPPER_FSDP && c->wrapper != ZS_WRAPPER_DDP)))
 		return zs_fail(cause, "--load-dtype bf16 under --framework %s --wrapper %s: not described yet (give "
 		               "--framework torch --wrapper none, ddp or fsdp)", zs_framework_name(c->framework),
 		               zs_wrapper_name(c->wrapper));
-	if (c->load_bf16 && c->precision != ZS_FP32)
-		return zs_fail(cause, "--load-dtype bf16 with --precision %s: autocast over a bf16-loaded model is not "
-		               "described yet (give --precision fp32: no autocast, every op in its operands' dtype)",
+	if (c->load_bf16 && c->precision != ZS_FP32 && c->precision != ZS_AMP_BF16)
+		return zs_fail(cause, "--load-dtype bf16 with --precision %s: not described yet (give --precision fp32: "
+		               "no autocast, every op in its operands' dtype, or amp-bf16: bf16 autocast)",
 		               zs_precision_name(c->precision));
 	if ((c->given & ZS_KEY_BIT(ZS_KEY_QUANT_BASE)) && !c->lora_r)
 		return zs_fail(cause, "--quant-base %s: only with --lora-r (the 4-bit base is frozen: QLoRA trains "
