@@ -697,10 +697,11 @@ uint32_t *ag_ds_param_views(struct ag_pass *p, const struct ag_ds_params *pp, ui
 		if (ws >= nt0 || orig[ws] == NO)
 			continue;
 		int32_t k = pp->k_of[ws];
-		x->offset += each != NULL ? 0 : pp->off[k];
+		int own = each != NULL && each[k] != NO;
+		x->offset += own ? 0 : pp->off[k];
 		if (t == ws)
 			x->bytes = 0;
-		x->storage = each != NULL ? each[k] : flat;
+		x->storage = own ? each[k] : flat;
 	}
 	for (size_t i = 0; i < s->nsetup; i++)
 		agp_copy_renamed(p, &s->setup[i], orig, nt0);
