@@ -58,17 +58,18 @@ the bytes where it starts (docs/schedule.md, "ZeRO-3 over the PyTorch
 step", "Held to PyTorch 1.13").
 
 With --z3-lora TARGETS,... (tests/ds3_torch.sh; the same process, after
-the above, at the --z3 list's N): the same replay over the model with
-PEFT's lora.Linear on TARGETS ("default": c_attn on gpt2, q_proj,v_proj
-on a llama; "all-linear"), rank --lora-r, alpha 8, dropout 0 (tests/
-ft_torch.py's LoraLinear, peft/tuners/lora/layer.py v0.20.0 252-260 and
-1030-1069; every base parameter frozen, as ft_torch.py marks them): the
-frozen parameters partitioned by Init too (parameter_offload.py 200-211,
-pp.py 1089-1100), each keeping its own ds_tensor (defragment takes the
-trainable groups alone, stage3.py 357-360, 491-495), the gradient hooks
-on the trainable ones alone (1161-1166), the persistent list every
-persistent parameter (parameter_offload.py 256-268); one JSON line an
-(N, TARGETS) into FILE, with each phase mark's live bytes in step 2.
+the above, at --z3-lora-worlds' N, 1,2 unless given): the same replay
+over the model with PEFT's lora.Linear on TARGETS ("default": c_attn on
+gpt2, q_proj,v_proj on a llama; "all-linear"), rank --lora-r, alpha 8,
+dropout 0 (tests/ft_torch.py's LoraLinear, peft/tuners/lora/layer.py
+v0.20.0 252-260 and 1030-1069; every base parameter frozen, as
+ft_torch.py marks them): the frozen parameters partitioned by Init too
+(parameter_offload.py 200-211, pp.py 1089-1100), each keeping its own
+ds_tensor (defragment takes the trainable groups alone, stage3.py
+357-360, 491-495), the gradient hooks on the trainable ones alone
+(1161-1166), the persistent list every persistent parameter
+(parameter_offload.py 256-268); one JSON line an (N, TARGETS) into FILE,
+with each phase mark's live bytes in step 2.
 """
 import argparse
 import gc
@@ -89,6 +90,7 @@ def main():
     ap.add_argument("--z3", metavar="N,...", help="the ZeRO-3 replay at these world sizes (with --z3-out)")
     ap.add_argument("--z3-out", metavar="FILE")
     ap.add_argument("--z3-lora", metavar="TARGETS,...", help="the ZeRO-3 replay with LoRA on these targets")
+    ap.add_argument("--z3-lora-worlds", metavar="N,...", default="1,2")
     ap.add_argument("--lora-r", type=int, default=4)
     m = ap.parse_args()
     model, cfg = build(m.model, "0")
@@ -133,7 +135,7 @@ def main():
             for world in (int(w) for w in m.z3.split(",")):
                 print(json.dumps(z3_replay(m.model, world, steps=2)), file=f)
             for targets in (m.z3_lora.split(",") if m.z3_lora else ()):
-                for world in (int(w) for w in m.z3.split(",")):
+                for world in (int(w) for w in m.z3_lora_worlds.split(",")):
                     print(json.dumps(z3_replay(m.model, world, steps=2, lora=(m.lora_r, targets))), file=f)
 
 

@@ -51,10 +51,22 @@
 #    not built);
 #  - the saved weight.t() views zerosim's step keeps under those marks
 #    (tests/ag_events ds3=saved: each parameter whose storage a view made
-#    in forward holds into a backward op) against ds3_saved.py's list.
+#    in forward holds into a backward op) against ds3_saved.py's list;
+#  - LoRA (--lora-r 4, default targets and all-linear, N = 1 and 2;
+#    docs/finetune.md, "LoRA under --wrapper deepspeed --schemes zero3"):
+#    theory = measure to the byte and at every mark; the bytes between
+#    steps by hand (4 S3_f for the frozen base's ds_tensors, each its own,
+#    20 S3_t for the adapters' flat buffer, fp32, gradient and Adam
+#    partitions, 4 B + 13, at N = 2 4 ceil(n/N) N for every parameter's
+#    gathered copy, frozen ones too, and the buffers); the losses of 3
+#    steps within 1e-5 relative of the unwrapped LoRA step's (--wrapper
+#    none at N = 1, ddp at N = 2); and on PyTorch 1.13, DeepSpeed's ZeRO-3
+#    replayed over PEFT's lora.Linear (tests/ds3_saved.py --z3-lora): the
+#    bytes between steps, the steady step's peak, each phase mark's bytes,
+#    and at N = 1 step 1's peak and where it starts, equal to zerosim's.
 # Not compared with DeepSpeed itself (not installable here).
 # PyTorch is looked for by tests/torch_python.sh; without it the PyTorch
-# part is skipped (exit 77 after the first passed). About 9 s.
+# part is skipped (exit 77 after the first passed). About 15 s.
 set -u
 top=${ZS_BUILDDIR:-.}
 src=${srcdir:-.}
@@ -238,11 +250,92 @@ done
 [ "$n" -eq 4 ] || fail "ran $n refusals, not 4"
 echo "ok: --steps 1 and a parameter that does not persist at N = 2 refused $n times (measure and theory)"
 
+# LoRA r 4 (every base parameter frozen, partitioned as the trained ones:
+# each its own ds_tensor): the adapters' (in, out) from the shapes (gpt2's
+# Conv1D c_attn d -> 3d, attn.c_proj d -> d, c_fc d -> 4d, mlp.c_proj 4d
+# -> d; llama's q d -> d, k and v d -> kv, o d -> d, gate and up d -> f,
+# down f -> d), lora_A r x in and lora_B out x r each
+r=4
+lora_n() { # MODEL TARGETS: the adapters' elements, two blocks
+	case $1-$2 in
+	gpt2-tiny-default) io="$d,$((3 * d))" ;;
+	gpt2-tiny-all-linear) io="$d,$((3 * d)) $d,$d $d,$((4 * d)) $((4 * d)),$d" ;;
+	llama-tiny-default) io="$d,$d $d,$kv" ;;
+	llama-tiny-all-linear) io="$d,$d $d,$kv $d,$kv $d,$d $d,$f $d,$f $f,$d" ;;
+	esac
+	for l in 1 2; do
+		for x in $io; do printf '%s %s ' $((r * ${x%,*})) $((${x#*,} * r)); done
+	done
+}
+for model in gpt2-tiny llama-tiny; do
+	if [ $model = gpt2-tiny ]; then sizes=$gpt2_n buf=$gpt2_buf; else sizes=$llama_n buf=$llama_buf; fi
+	for targets in default all-linear; do
+		tl=
+		[ $targets = default ] || tl="--lora-targets $targets"
+		ad=$(lora_n $model $targets)
+		for N in 1 2; do
+			m=$tmp/ml-$model-$targets-$N.json t=$tmp/tl-$model-$targets-$N.json ref=$tmp/rl-$model-$targets-$N.json
+			# shellcheck disable=SC2086
+			"$zerosim" measure -q $ds $step --model "$models/$model.json" --schemes zero3 --world $N --lora-r $r $tl \
+				--out "$m" || fail "measure $model zero3 LoRA $targets N=$N"
+			# shellcheck disable=SC2086
+			"$zerosim" theory $ds $step --model "$models/$model.json" --schemes zero3 --world $N --lora-r $r $tl \
+				--out "$t" >/dev/null || fail "theory $model zero3 LoRA $targets N=$N"
+			out=$("$top/tests/json_agree" "$m" "$t") ||
+				fail "theory and measure differ, $model zero3 LoRA $targets N=$N: $out"
+			[ "$out" = "json_agree: 1 points agree exactly" ] || fail "$model zero3 LoRA $targets N=$N: $out"
+			if [ $N = 1 ]; then w=none; else w=ddp; fi
+			# shellcheck disable=SC2086
+			"$zerosim" measure -q --framework torch --wrapper $w --zero-grad none $step --model "$models/$model.json" \
+				--schemes dp --world $N --lora-r $r $tl --out "$ref" || fail "measure $w $model LoRA $targets N=$N"
+			if [ $N = 1 ]; then
+				# shellcheck disable=SC2086
+				"$zerosim" measure -q $ds $step --model "$models/$model.json" --schemes zero3 --world 1 --steps 1 \
+					--lora-r $r $tl --out "$tmp/ml1-$model-$targets.json" ||
+					fail "measure $model zero3 LoRA $targets N=1 --steps 1"
+			fi
+			S3f=0 S3t=0 gathered=0
+			for n in $sizes; do
+				c=$(((n + N - 1) / N))
+				S3f=$((S3f + c)) gathered=$((gathered + c * N))
+			done
+			for n in $ad; do
+				c=$(((n + N - 1) / N))
+				S3t=$((S3t + c)) gathered=$((gathered + c * N))
+			done
+			[ $N -gt 1 ] || gathered=0
+			want=$((4 * S3f + 20 * S3t + 4 * B + 13 + 4 * gathered + buf))
+			out=$(python3 -c 'import json, sys
+def run(f):
+    d = json.load(open(f))
+    return d["runs"][0] if "runs" in d else d["rows"][0]["schedule"]
+m, t, ref = (run(f) for f in sys.argv[1:4])
+N, want = int(sys.argv[4]), int(sys.argv[5])
+bad = []
+if not m["marks"] or m["marks"] != t["marks"]:
+    bad.append("the marks differ")
+for who, x in (("measure", m), ("theory", t)):
+    if x["per_rank"]["resident_bytes"] != [want] * N:
+        bad.append("%s: %s bytes between steps, rank by rank" % (who, x["per_rank"]["resident_bytes"]))
+a, b = m["losses"], ref["losses"]
+if len(a) != 3 or len(b) != 3 or max(abs(x - y) / abs(y) for x, y in zip(a, b)) > 1e-5:
+    bad.append("losses %s, the unwrapped step %s" % (a, b))
+print("; ".join(bad))' "$m" "$t" "$ref" $N $want 2>&1 || echo "cannot read $m")
+			[ -z "$out" ] || fail "$model zero3 LoRA $targets N=$N: $out (between steps by hand: 4 x $S3f + 20 x" \
+				"$S3t + 4 x $B + 13 + 4 x $gathered + $buf = $want)"
+			echo "ok: $model zero3 LoRA r $r $targets N=$N: theory = measure to the byte and at every mark, $want" \
+				"bytes between steps (4 x $S3f + 20 x $S3t + 4 x $B + 13 + 4 x $gathered + $buf), the" \
+				"--wrapper $w step's losses"
+		done
+	done
+done
+
 name=ds3_torch
 . "$src/tests/torch_python.sh"
 for model in gpt2-tiny llama-tiny; do
 	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$src/tests" "$py" "$src/tests/ds3_saved.py" "$models/$model.json" \
-		--hooks "$tmp/hooks-torch" --z3 1,2,3 --z3-out "$tmp/z3-$model" >"$tmp/got" 2>"$tmp/err" ||
+		--hooks "$tmp/hooks-torch" --z3 1,2,3 --z3-lora default,all-linear --z3-lora-worlds 1,2 --lora-r $r \
+		--z3-out "$tmp/z3-$model" >"$tmp/got" 2>"$tmp/err" ||
 		{ cat "$tmp/err" >&2; fail "tests/ds3_saved.py $model"; }
 	# DeepSpeed's ZeRO-3 replayed on PyTorch 1.13 (tests/ds3_saved.py
 	# --z3: its allocations transcribed over the reference model with the
@@ -256,7 +349,7 @@ for model in gpt2-tiny llama-tiny; do
 def run(f):
     d = json.load(open(f))
     return d["runs"][0]
-z3 = {r["world"]: r for r in map(json.loads, open(sys.argv[1]))}
+z3 = {r["world"]: r for r in map(json.loads, open(sys.argv[1])) if r["lora"] is None}
 zs = {1: run(sys.argv[2]), 2: run(sys.argv[3]), 3: run(sys.argv[4])}
 one = run(sys.argv[5])
 bad, say = [], []
@@ -283,6 +376,42 @@ print("; ".join(bad) if bad else "ok " + "; ".join(say))' "$tmp/z3-$model" "$tmp
 	case $out in
 	"ok "*) echo "ok: $model zero3 on PyTorch 1.13 (DeepSpeed replayed) = zerosim: ${out#ok }" ;;
 	*) fail "$model: zerosim's ZeRO-3 and PyTorch 1.13 replaying DeepSpeed's differ: $out" ;;
+	esac
+	# the same with LoRA: between steps, the steady step's peak and each
+	# phase mark's bytes at N = 1 and 2, and at N = 1 step 1's peak and
+	# the bytes where it starts
+	out=$(python3 -c 'import json, os, sys
+def run(f):
+    return json.load(open(f))["runs"][0]
+tmp, model = sys.argv[1], sys.argv[2]
+bad, say, seen = [], [], 0
+for t in map(json.loads, open(os.path.join(tmp, "z3-" + model))):
+    if t["lora"] is None:
+        continue
+    seen += 1
+    N, tg = t["world"], t["lora"]
+    m = run(os.path.join(tmp, "ml-%s-%s-%d.json" % (model, tg, N)))
+    got = (m["per_rank"]["resident_bytes"][0], m["per_rank"]["peak_bytes"][0])
+    want = (t["between"], t["peaks"][1])
+    if got != want:
+        bad.append("%s N = %d: zerosim %d between, %d peak; PyTorch %d, %d" % ((tg, N) + got + want))
+    if not t["marks"] or any(m["marks"].get(k) != v for k, v in t["marks"].items()):
+        bad.append("%s N = %d: marks %s, PyTorch %s" % (tg, N, {k: m["marks"].get(k) for k in t["marks"]},
+                                                      t["marks"]))
+    if N == 1:
+        one = run(os.path.join(tmp, "ml1-%s-%s.json" % (model, tg)))
+        got1 = (one["marks"].get("phase:forward"), m.get("first_step_peak"))
+        if got1 != (t["starts"][0], t["peaks"][0]):
+            bad.append("%s N = 1, step 1: zerosim starts at %s, peaks at %s; PyTorch %d, %d" %
+                       ((tg,) + got1 + (t["starts"][0], t["peaks"][0])))
+    say.append("%s N = %d: %d between, %d peak, %d marks" % (tg, N, want[0], want[1], len(t["marks"])))
+if seen != 4:
+    bad.append("%d LoRA runs of PyTorch, not 4" % seen)
+print("; ".join(bad) if bad else "ok " + "; ".join(say))' "$tmp" $model 2>&1)
+	case $out in
+	"ok "*) echo "ok: $model zero3 LoRA r $r on PyTorch 1.13 (DeepSpeed replayed over PEFT's lora.Linear) = zerosim:" \
+		"${out#ok }" ;;
+	*) fail "$model: zerosim's ZeRO-3 with LoRA and PyTorch 1.13 replaying DeepSpeed's differ: $out" ;;
 	esac
 	# the expected list from the config alone: each weight F.linear reads
 	# (the head's, the tied table's on gpt2), saved as its transpose
