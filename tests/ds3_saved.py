@@ -69,7 +69,7 @@ ds_tensor (defragment takes the trainable groups alone, stage3.py
 357-360, 491-495), the gradient hooks on the trainable ones alone
 (1161-1166), the persistent list every persistent parameter
 (parameter_offload.py 256-268); one JSON line an (N, TARGETS) into FILE,
-with each phase mark's live bytes in step 2.
+with each phase mark's live bytes in step 2 and each phase's peak there.
 """
 import argparse
 import gc
@@ -559,10 +559,21 @@ def z3_replay(path, world, bucket=100000, steps=3, lora=None):
     del losses
     stream = hf_torch.replay(hf_torch.memory_events(prof))
     peaks = [hf_torch.analyse_step(stream, s) for s in range(1, steps + 1)]
+    # the last step's peak in each phase (the live bytes after each event)
+    phase_peaks, cur = {}, None
+    start = next(i for i, (_, l) in enumerate(stream) if l == f"step:{steps}")
+    for live, label in stream[start:]:
+        if label is not None:
+            cur = label[6:] if label.startswith("phase:") else cur
+            if label == f"step:{steps + 1}":
+                break
+        elif cur is not None:
+            phase_peaks[cur] = max(phase_peaks.get(cur, live), live)
     return dict(model=path, world=world, torch=torch.__version__, between=stream[-1][0],
                 peaks=[x["peak"] for x in peaks], phases=[x["phase"] for x in peaks],
                 starts=[x["start_bytes"] for x in peaks], lora=None if lora is None else lora[1],
-                marks={label: live for label, live in peaks[-1]["boundaries"] if label.startswith("phase:")})
+                marks={label: live for label, live in peaks[-1]["boundaries"] if label.startswith("phase:")},
+                phase_peaks=phase_peaks)
 
 
 def release_order(model, cfg, world):

@@ -62,8 +62,9 @@
 #    steps within 1e-5 relative of the unwrapped LoRA step's (--wrapper
 #    none at N = 1, ddp at N = 2); and on PyTorch 1.13, DeepSpeed's ZeRO-3
 #    replayed over PEFT's lora.Linear (tests/ds3_saved.py --z3-lora): the
-#    bytes between steps, the steady step's peak, each phase mark's bytes,
-#    and at N = 1 step 1's peak and where it starts, equal to zerosim's.
+#    bytes between steps, the steady step's peak, each phase mark's bytes
+#    and each phase's peak, and at N = 1 step 1's peak and where it
+#    starts, equal to zerosim's.
 # Not compared with DeepSpeed itself (not installable here).
 # PyTorch is looked for by tests/torch_python.sh; without it the PyTorch
 # part is skipped (exit 77 after the first passed). About 15 s.
@@ -277,7 +278,7 @@ for model in gpt2-tiny llama-tiny; do
 			m=$tmp/ml-$model-$targets-$N.json t=$tmp/tl-$model-$targets-$N.json ref=$tmp/rl-$model-$targets-$N.json
 			# shellcheck disable=SC2086
 			"$zerosim" measure -q $ds $step --model "$models/$model.json" --schemes zero3 --world $N --lora-r $r $tl \
-				--out "$m" || fail "measure $model zero3 LoRA $targets N=$N"
+				--timeline --out "$m" || fail "measure $model zero3 LoRA $targets N=$N"
 			# shellcheck disable=SC2086
 			"$zerosim" theory $ds $step --model "$models/$model.json" --schemes zero3 --world $N --lora-r $r $tl \
 				--out "$t" >/dev/null || fail "theory $model zero3 LoRA $targets N=$N"
@@ -398,13 +399,21 @@ for t in map(json.loads, open(os.path.join(tmp, "z3-" + model))):
     if not t["marks"] or any(m["marks"].get(k) != v for k, v in t["marks"].items()):
         bad.append("%s N = %d: marks %s, PyTorch %s" % (tg, N, {k: m["marks"].get(k) for k in t["marks"]},
                                                       t["marks"]))
+    pk = {}  # zerosim'"'"'s last step (its timeline, rank 0'"'"'s): each phase'"'"'s peak
+    for e in m["timeline"]:
+        pk[e["phase"]] = max(pk.get(e["phase"], 0), e["current_bytes"])
+    for ph in ("forward", "backward", "optimizer"):
+        if pk.get(ph) != t["phase_peaks"].get(ph):
+            bad.append("%s N = %d: the %s phase peaks at %s, PyTorch %s" % (tg, N, ph, pk.get(ph),
+                                                                          t["phase_peaks"].get(ph)))
     if N == 1:
         one = run(os.path.join(tmp, "ml1-%s-%s.json" % (model, tg)))
         got1 = (one["marks"].get("phase:forward"), m.get("first_step_peak"))
         if got1 != (t["starts"][0], t["peaks"][0]):
             bad.append("%s N = 1, step 1: zerosim starts at %s, peaks at %s; PyTorch %d, %d" %
                        ((tg,) + got1 + (t["starts"][0], t["peaks"][0])))
-    say.append("%s N = %d: %d between, %d peak, %d marks" % (tg, N, want[0], want[1], len(t["marks"])))
+    say.append("%s N = %d: %d between, %d peak, %d marks, optimizer peak %d" %
+               (tg, N, want[0], want[1], len(t["marks"]), t["phase_peaks"]["optimizer"]))
 if seen != 4:
     bad.append("%d LoRA runs of PyTorch, not 4" % seen)
 print("; ".join(bad) if bad else "ok " + "; ".join(say))' "$tmp" $model 2>&1)

@@ -496,6 +496,16 @@ void ag_ds_backward_returns(struct ag_ds_walk *wk, enum zs_phase ph)
 	wk->mean = NO;
 }
 
+/* Whether e makes, fills or frees one of 1.13's record_function handles
+ * (util/autograd.c, record_function: what a torch.optim call makes). */
+static int record_function_event(const struct ag_step *s, const struct ag_event *e)
+{
+	uint32_t t = e->kind == AG_EV_ALLOC || e->kind == AG_EV_FREE ? e->t
+	             : e->kind == AG_EV_OP && e->out[0] != NO ? s->tensor[e->out[0]].storage : NO;
+	const char *w = t == NO ? NULL : s->tensor[t].what;
+	return w != NULL && (strcmp(w, AG_RF_HANDLE) == 0 || strcmp(w, AG_RF_ENTER) == 0);
+}
+
 int ag_ds_next(struct ag_ds_walk *wk, const struct ag_event **ep, size_t *k, char **cause)
 {
 	struct ag_pass *p = wk->p;
@@ -516,8 +526,11 @@ int ag_ds_next(struct ag_ds_walk *wk, const struct ag_event **ep, size_t *k, cha
 			if (wk->losses != NO)
 				agp_free(p, wk->losses, e->phase);
 			wk->losses = NO;
+			wk->in_zero_grad = 1;
 			continue;
 		}
+		if (wk->own_zero_grad && wk->in_zero_grad && record_function_event(s, e))
+			continue;
 		if (l != NULL && strncmp(l, "phase:backward", 14) == 0 && (l[14] == '\0' || l[14] == '@')) {
 			/* the engine's backward (engine.py 2085-2152; the loss
 			 * divided by K, _scale_loss_by_gas, 1904-1910: the loop's

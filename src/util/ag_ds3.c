@@ -340,6 +340,7 @@ static int ds3_step(struct ds3 *d, const struct ag_ds_params *pp, const struct a
 	 * loss.float() (the loss itself in fp32); the bucket is the set-up's */
 	struct ag_ds_walk wk;
 	ag_ds_walk_begin(&wk, p, pp, NO, 1, 1);
+	wk.own_zero_grad = 1;
 	const struct ag_event *e;
 	size_t kg;
 	while ((rc = ag_ds_next(&wk, &e, &kg, cause)) == 1) {
