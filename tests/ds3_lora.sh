@@ -28,6 +28,11 @@
 #    groups hold requires_grad tensors only, 491-495 at 38327e0), 4·5e8
 #    for the reduce bucket.
 # 4. What is not built is refused with one line, exit 2, nothing written.
+# 5. LoRA under DeepSpeed's engine over the PyTorch step (--wrapper
+#    deepspeed --schemes zero3, util/ag_ds3.c; docs/finetune.md, "LoRA
+#    under --wrapper deepspeed --schemes zero3"): theory = measure to the
+#    byte (gpt2 c_attn N = 1, 2; llama all-linear with --lora-dropout 0.1,
+#    N = 1, 2, 3); tests/ds3_torch.sh holds it to PyTorch 1.13.
 # About 10 s.
 #
 # Exit 0 pass, 1 mismatch, 99 hard error.
@@ -52,6 +57,11 @@ fz_agree $ds --model "$gpt2" --lora-r 8 --lora-targets all-linear --precision mi
 	--lora-dropout 0.1 --recompute full
 fz_agree $ds --model "$gpt2" --lora-r 4 --lora-targets all-linear --precision fp32 --world 3 --ds-reduce-bucket 3000 \
 	--grad-accum 3
+
+# 5. theory = measure under --wrapper deepspeed --schemes zero3
+wds3="--framework deepspeed --wrapper deepspeed --schemes zero3 --torch-version 1.13 --torch-device cpu --precision fp32"
+fz_agree $wds3 --model "$gpt2" --lora-r 4 --world 1,2
+fz_agree $wds3 --model "$llama" --lora-r 4 --lora-targets all-linear --lora-dropout 0.1 --world 1,2,3
 
 # 2. Training
 losses() { fz_losses "$1" | tr '\n' ' '; }
@@ -131,8 +141,10 @@ refuse() { # WANT OPTIONS...
 	done
 }
 refuse "with --offload params: not described" --unit layer --offload params
-refuse "with --wrapper deepspeed --schemes zero3: not built yet" --wrapper deepspeed --torch-version 1.13 \
-	--torch-device cpu
+refuse "--grad-accum with --wrapper deepspeed --schemes zero3: not built yet" --wrapper deepspeed --torch-version 1.13 \
+	--torch-device cpu --precision fp32 --grad-accum 2
+refuse "--freeze with --wrapper deepspeed --schemes zero3: not built yet" --wrapper deepspeed --torch-version 1.13 \
+	--torch-device cpu --precision fp32 --freeze blocks:0-0
 refuse "give --unit layer" --unit model
 refuse "frozen adapters" --unit layer --freeze blocks:0-0
 refuse "the 4-bit base is the PyTorch step's alone" --unit layer --quant-base nf4

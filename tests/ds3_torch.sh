@@ -52,8 +52,9 @@
 #  - the saved weight.t() views zerosim's step keeps under those marks
 #    (tests/ag_events ds3=saved: each parameter whose storage a view made
 #    in forward holds into a backward op) against ds3_saved.py's list;
-#  - LoRA (--lora-r 4, default targets and all-linear, N = 1 and 2;
-#    docs/finetune.md, "LoRA under --wrapper deepspeed --schemes zero3"):
+#  - with PyTorch (make check-torch), LoRA (--lora-r 4, default targets
+#    and all-linear, N = 1 and 2; docs/finetune.md, "LoRA under --wrapper
+#    deepspeed --schemes zero3"; tests/ds3_lora.sh has make check's rows):
 #    theory = measure to the byte and at every mark; the bytes between
 #    steps by hand (4 S3_f for the frozen base's ds_tensors, each its own,
 #    20 S3_t for the adapters' flat buffer, fp32, gradient and Adam
@@ -251,6 +252,9 @@ done
 [ "$n" -eq 4 ] || fail "ran $n refusals, not 4"
 echo "ok: --steps 1 and a parameter that does not persist at N = 2 refused $n times (measure and theory)"
 
+name=ds3_torch
+. "$src/tests/torch_python.sh"
+
 # LoRA r 4 (every base parameter frozen, partitioned as the trained ones:
 # each its own ds_tensor): the adapters' (in, out) from the shapes (gpt2's
 # Conv1D c_attn d -> 3d, attn.c_proj d -> d, c_fc d -> 4d, mlp.c_proj 4d
@@ -331,8 +335,6 @@ print("; ".join(bad))' "$m" "$t" "$ref" $N $want 2>&1 || echo "cannot read $m")
 	done
 done
 
-name=ds3_torch
-. "$src/tests/torch_python.sh"
 for model in gpt2-tiny llama-tiny; do
 	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$src/tests" "$py" "$src/tests/ds3_saved.py" "$models/$model.json" \
 		--hooks "$tmp/hooks-torch" --z3 1,2,3 --z3-lora default,all-linear --z3-lora-worlds 1,2 --lora-r $r \
