@@ -32,7 +32,8 @@
 #    deepspeed --schemes zero3, util/ag_ds3.c; docs/finetune.md, "LoRA
 #    under --wrapper deepspeed --schemes zero3"): theory = measure to the
 #    byte (gpt2 c_attn N = 1, 2; llama all-linear with --lora-dropout 0.1,
-#    N = 1, 2, 3); tests/ds3_torch.sh holds it to PyTorch 1.13.
+#    N = 1, 2, 3; llama q,v with block 0's adapters frozen, --freeze
+#    blocks:0-0, N = 1, 2); tests/ds3_torch.sh holds it to PyTorch 1.13.
 # About 10 s.
 #
 # Exit 0 pass, 1 mismatch, 99 hard error.
@@ -62,6 +63,7 @@ fz_agree $ds --model "$gpt2" --lora-r 4 --lora-targets all-linear --precision fp
 wds3="--framework deepspeed --wrapper deepspeed --schemes zero3 --torch-version 1.13 --torch-device cpu --precision fp32"
 fz_agree $wds3 --model "$gpt2" --lora-r 4 --world 1,2
 fz_agree $wds3 --model "$llama" --lora-r 4 --lora-targets all-linear --lora-dropout 0.1 --world 1,2,3
+fz_agree $wds3 --model "$llama" --lora-r 4 --freeze blocks:0-0 --world 1,2
 
 # 2. Training
 losses() { fz_losses "$1" | tr '\n' ' '; }
@@ -143,8 +145,6 @@ refuse() { # WANT OPTIONS...
 refuse "with --offload params: not described" --unit layer --offload params
 refuse "--grad-accum with --wrapper deepspeed --schemes zero3: not built yet" --wrapper deepspeed --torch-version 1.13 \
 	--torch-device cpu --precision fp32 --grad-accum 2
-refuse "--freeze with --wrapper deepspeed --schemes zero3: not built yet" --wrapper deepspeed --torch-version 1.13 \
-	--torch-device cpu --precision fp32 --freeze blocks:0-0
 refuse "give --unit layer" --unit model
 refuse "frozen adapters" --unit layer --freeze blocks:0-0
 refuse "the 4-bit base is the PyTorch step's alone" --unit layer --quant-base nf4

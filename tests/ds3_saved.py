@@ -57,18 +57,20 @@ the bytes between steps (after the last), each step's peak, its phase and
 the bytes where it starts (docs/schedule.md, "ZeRO-3 over the PyTorch
 step", "Held to PyTorch 1.13").
 
-With --z3-lora TARGETS,... (tests/ds3_torch.sh; the same process, after
-the above, at --z3-lora-worlds' N, 1,2 unless given): the same replay
-over the model with PEFT's lora.Linear on TARGETS ("default": c_attn on
-gpt2, q_proj,v_proj on a llama; "all-linear"), rank --lora-r, alpha 8,
-dropout 0 (tests/ft_torch.py's LoraLinear, peft/tuners/lora/layer.py
-v0.20.0 252-260 and 1030-1069; every base parameter frozen, as
-ft_torch.py marks them): the frozen parameters partitioned by Init too
+With --z3-case TARGETS[/FREEZE] (repeated; tests/ds3_torch.sh; the same
+process, after the above, at --z3-case-worlds' N, 1,2 unless given): the
+same replay over the model with PEFT's lora.Linear on TARGETS ("default":
+c_attn on gpt2, q_proj,v_proj on a llama; "all-linear"; "none": no
+LoRA), rank --lora-r, alpha 8, dropout 0 (tests/ft_torch.py's
+LoraLinear, peft/tuners/lora/layer.py v0.20.0 252-260 and 1030-1069;
+every base parameter frozen, as ft_torch.py marks them), then the
+parameters the --freeze pattern FREEZE names frozen (ft_torch.py's
+freeze_matches): the frozen parameters partitioned by Init too
 (parameter_offload.py 200-211, pp.py 1089-1100), each keeping its own
 ds_tensor (defragment takes the trainable groups alone, stage3.py
 357-360, 491-495), the gradient hooks on the trainable ones alone
 (1161-1166), the persistent list every persistent parameter
-(parameter_offload.py 256-268); one JSON line an (N, TARGETS) into FILE,
+(parameter_offload.py 256-268); one JSON line an (N, case) into FILE,
 with each phase mark's live bytes in step 2 and each phase's peak there.
 """
 import argparse
@@ -89,8 +91,9 @@ def main():
     ap.add_argument("--hooks", metavar="FILE")
     ap.add_argument("--z3", metavar="N,...", help="the ZeRO-3 replay at these world sizes (with --z3-out)")
     ap.add_argument("--z3-out", metavar="FILE")
-    ap.add_argument("--z3-lora", metavar="TARGETS,...", help="the ZeRO-3 replay with LoRA on these targets")
-    ap.add_argument("--z3-lora-worlds", metavar="N,...", default="1,2")
+    ap.add_argument("--z3-case", metavar="TARGETS[/FREEZE]", action="append", default=[],
+                    help="the ZeRO-3 replay with LoRA on these targets (none: none), FREEZE frozen")
+    ap.add_argument("--z3-case-worlds", metavar="N,...", default="1,2")
     ap.add_argument("--lora-r", type=int, default=4)
     m = ap.parse_args()
     model, cfg = build(m.model, "0")
@@ -134,16 +137,22 @@ def main():
         with open(m.z3_out, "w") as f:
             for world in (int(w) for w in m.z3.split(",")):
                 print(json.dumps(z3_replay(m.model, world, steps=2)), file=f)
-            for targets in (m.z3_lora.split(",") if m.z3_lora else ()):
-                for world in (int(w) for w in m.z3_lora_worlds.split(",")):
-                    print(json.dumps(z3_replay(m.model, world, steps=2, lora=(m.lora_r, targets))), file=f)
+            for case in m.z3_case:
+                targets, _, freeze = case.partition("/")
+                for world in (int(w) for w in m.z3_case_worlds.split(",")):
+                    r = z3_replay(m.model, world, steps=2, lora=None if targets == "none" else (m.lora_r, targets),
+                                  freeze=freeze or None)
+                    r["case"] = case
+                    print(json.dumps(r), file=f)
 
 
-def build(path, dropout, lora=None):
+def build(path, dropout, lora=None, freeze=None):
     """The reference model (seq 32, batch 2, fp32, eager), dropout "0" or
     the config's (as zerosim reads it: --hooks), and its config; lora (r,
     targets): PEFT's adapters on it, the base frozen (tests/ft_torch.py's
-    apply_lora and its _mark_only_adapters_as_trainable)"""
+    apply_lora and its _mark_only_adapters_as_trainable); freeze: a
+    --freeze pattern, the parameters it names frozen after that
+    (ft_torch.py's freeze_matches, over Hugging Face's names)"""
     a = argparse.Namespace(model=path, dropout=dropout, tied=None, recompute="none", mask="where")
     _, family, cfg, tied = hf_torch.build(a)
     torch.manual_seed(0)
@@ -160,6 +169,11 @@ def build(path, dropout, lora=None):
         ft_torch.apply_lora(la, model, family)
         for n, p in model.named_parameters():
             p.requires_grad_("lora_" in n)
+    if freeze is not None:
+        import ft_torch
+        for n, p in model.named_parameters():
+            if ft_torch.freeze_matches(freeze, family, cfg, ft_torch.hf_name(family, n)):
+                p.requires_grad_(False)
     model.train()
     return model, cfg
 
@@ -504,7 +518,7 @@ class Zero3:
         return total_norm
 
 
-def z3_replay(path, world, bucket=100000, steps=3, lora=None):
+def z3_replay(path, world, bucket=100000, steps=3, lora=None, freeze=None):
     """DeepSpeed's ZeRO-3 (Zero3) over the reference model with its
     config's dropout and DeepSpeed's four hooks on every module, `steps`
     steps of the engine (engine.py backward 2085-2152: loss.mean().detach()
@@ -514,7 +528,7 @@ def z3_replay(path, world, bucket=100000, steps=3, lora=None):
     torch.profiler: the live bytes between steps (after the last), each
     step's peak and the phase where it falls."""
     from torch.profiler import ProfilerActivity, profile
-    model, cfg = build(path, "config", lora)
+    model, cfg = build(path, "config", lora, freeze)
     src = []
     for p in model.parameters():
         n = p.numel()
@@ -530,7 +544,7 @@ def z3_replay(path, world, bucket=100000, steps=3, lora=None):
     gc.collect()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         hf_torch.mark("build")
-        model, cfg = build(path, "config", lora)
+        model, cfg = build(path, "config", lora, freeze)
         labels = ids.clone()
         data = ids.clone()
         zo = Zero3(model, world, bucket, src)
@@ -571,7 +585,7 @@ def z3_replay(path, world, bucket=100000, steps=3, lora=None):
             phase_peaks[cur] = max(phase_peaks.get(cur, live), live)
     return dict(model=path, world=world, torch=torch.__version__, between=stream[-1][0],
                 peaks=[x["peak"] for x in peaks], phases=[x["phase"] for x in peaks],
-                starts=[x["start_bytes"] for x in peaks], lora=None if lora is None else lora[1],
+                starts=[x["start_bytes"] for x in peaks], case=None,
                 marks={label: live for label, live in peaks[-1]["boundaries"] if label.startswith("phase:")},
                 phase_peaks=phase_peaks)
 

@@ -109,8 +109,8 @@ struct zs_opt {
 	"                         fp32, PyTorch 1.13, one a run, each rank's bytes\n" \
 	"                         its own; --ds-reduce-bucket sets its bucket; ZeRO-1\n" \
 	"                         and 2 with --freeze, --lora-r, --recompute full,\n" \
-	"                         --grad-accum; ZeRO-3 with --lora-r (its frozen\n" \
-	"                         base partitioned too); ZeRO-1 and 2 in\n" \
+	"                         --grad-accum; ZeRO-3 with --freeze and --lora-r\n" \
+	"                         (frozen parameters partitioned too); ZeRO-1 and 2 in\n" \
 	"                         DeepSpeed's bf16, --precision mixed:\n" \
 	"                         module.bfloat16(), gpt2, llama)\n" \
 	"      --grad-accum K     --wrapper none, ddp, fsdp or deepspeed, --framework\n" \
@@ -157,7 +157,7 @@ struct zs_opt {
 	"                         matches, comma-separated terms:\n" \
 	"                         embeddings, blocks:A-B, all-but-last:N, re:REGEX or\n" \
 	"                         a glob (*.ln_*); with --lora-r (--wrapper none,\n" \
-	"                         ddp, fsdp, deepspeed zero1 or zero2 in fp32, or\n" \
+	"                         ddp, fsdp, deepspeed zero1 to zero3 in fp32, or\n" \
 	"                         --framework paper) the adapters it names\n" \
 	"                         (blocks:0-0: block 0's)\n" \
 	"      --lora-r R         --wrapper none, ddp (dp, zero1), fsdp or deepspeed\n" \

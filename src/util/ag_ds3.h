@@ -7,8 +7,8 @@
  * step", has what it allocates, read at DeepSpeed's commit 38327e0 with
  * file and line), fp32, DeepSpeed's defaults, no offload, K = 1; frozen
  * parameters (LoRA's base, --freeze) partitioned as the trained ones, each
- * its own ds_tensor (docs/finetune.md, "LoRA under --wrapper deepspeed
- * --schemes zero3").
+ * its own ds_tensor (docs/finetune.md, "LoRA and --freeze under --wrapper
+ * deepspeed --schemes zero3").
  * Built at N = 1, where a module's fetch and release allocate nothing,
  * and at N > 1 the steady step where every parameter persists (at most
  * 1e5 elements: the forward and backward gather nothing and read

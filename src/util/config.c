@@ -1100,18 +1100,17 @@ static int check_ds_wrapper(const struct zs_config *c, char **cause)
 	 * not built; its --steps 1 is refused there, util/autograd.c
 	 * ag_step1_check; at N = 1, where a fetch is a view, step 1 is a list
 	 * of its own as ZeRO-1's and 2's; docs/schedule.md) */
-	/* ZeRO-3 over the plain step and LoRA's over it (util/ag_ds3.h: the
-	 * frozen base partitioned too): stage 3's own accumulation, --freeze
-	 * (its frozen parameters are LoRA's path, not compared with PyTorch)
+	/* ZeRO-3 over the plain step, --freeze's and LoRA's (util/ag_ds3.h:
+	 * the frozen parameters partitioned too): stage 3's own accumulation
 	 * and overlap_comm (on by default for stage 3, runtime/zero/config.py
 	 * 351-354) are not built */
 	if (c->nschemes > 0 && c->schemes[0] == ZS_ZERO3) {
-		const char *what = c->grad_accum > 1 ? "--grad-accum" : c->freeze[0] ? "--freeze"
+		const char *what = c->grad_accum > 1 ? "--grad-accum"
 		                 : (c->given & ZS_KEY_BIT(ZS_KEY_DS_OVERLAP_COMM)) ? "--ds-overlap-comm" : NULL;
 		if (what != NULL)
 			return zs_fail(cause, "%s with --wrapper deepspeed --schemes zero3: not built yet (stage 3 takes the "
-			               "plain step and --lora-r so far; leave %s out, or give --schemes zero1 or zero2)", what,
-			               what);
+			               "plain step, --freeze and --lora-r so far; leave %s out, or give --schemes zero1 or "
+			               "zero2)", what, what);
 	}
 	/* --precision mixed: DeepSpeed's bf16 ({"bf16": {"enabled": true}}),
 	 * module.bfloat16() (engine.py 1224-1231 at 38327e0) and the ZeRO
