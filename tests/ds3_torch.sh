@@ -71,7 +71,7 @@
 #    starts, equal to zerosim's.
 # Not compared with DeepSpeed itself (not installable here).
 # PyTorch is looked for by tests/torch_python.sh; without it the PyTorch
-# part is skipped (exit 77 after the first passed). About 15 s.
+# part is skipped (exit 77 after the first passed). About 20 s of CPU.
 set -u
 top=${ZS_BUILDDIR:-.}
 src=${srcdir:-.}
