@@ -28,6 +28,12 @@
 #    groups hold requires_grad tensors only, 491-495 at 38327e0), 4·5e8
 #    for the reduce bucket.
 # 4. What is not built is refused with one line, exit 2, nothing written.
+# 5. LoRA under DeepSpeed's engine over the PyTorch step (--wrapper
+#    deepspeed --schemes zero3, util/ag_ds3.c; docs/finetune.md, "LoRA
+#    under --wrapper deepspeed --schemes zero3"): theory = measure to the
+#    byte (gpt2 c_attn N = 1, 2; llama all-linear with --lora-dropout 0.1,
+#    N = 1, 2, 3; llama q,v with block 0's adapters frozen, --freeze
+#    blocks:0-0, N = 1, 2); tests/ds3_torch.sh holds it to PyTorch 1.13.
 # About 10 s.
 #
 # Exit 0 pass, 1 mismatch, 99 hard error.
@@ -52,6 +58,12 @@ fz_agree $ds --model "$gpt2" --lora-r 8 --lora-targets all-linear --precision mi
 	--lora-dropout 0.1 --recompute full
 fz_agree $ds --model "$gpt2" --lora-r 4 --lora-targets all-linear --precision fp32 --world 3 --ds-reduce-bucket 3000 \
 	--grad-accum 3
+
+# 5. theory = measure under --wrapper deepspeed --schemes zero3
+wds3="--framework deepspeed --wrapper deepspeed --schemes zero3 --torch-version 1.13 --torch-device cpu --precision fp32"
+fz_agree $wds3 --model "$gpt2" --lora-r 4 --world 1,2
+fz_agree $wds3 --model "$llama" --lora-r 4 --lora-targets all-linear --lora-dropout 0.1 --world 1,2,3
+fz_agree $wds3 --model "$llama" --lora-r 4 --freeze blocks:0-0 --world 1,2
 
 # 2. Training
 losses() { fz_losses "$1" | tr '\n' ' '; }
@@ -114,10 +126,20 @@ fi
 # 4. Refused
 fz_refuse_with="--lora-r 4 --framework deepspeed --schemes zero3 --world 2"
 fz_refuse "with --offload params: not described" --unit layer --offload params
-fz_refuse "with --wrapper deepspeed --schemes zero3: not built yet" --wrapper deepspeed --torch-version 1.13 \
-	--torch-device cpu
+fz_refuse "--grad-accum with --wrapper deepspeed --schemes zero3: not built yet" --wrapper deepspeed \
+	--torch-version 1.13 --torch-device cpu --precision fp32 --grad-accum 2
 fz_refuse "give --unit layer" --unit model
 fz_refuse "frozen adapters" --unit layer --freeze blocks:0-0
 fz_refuse "--quant-base nf4 under --framework deepspeed --schemes zero3: not built" --unit layer --quant-base nf4
+# DeepSpeed's own first step at N > 1 (util/ag_ds3.c's leaf-module
+# gathers) takes the trained parameters alone: with LoRA or --freeze
+# its --steps 1 is refused (the steady step from step 1 on, above)
+wds3s1="--wrapper deepspeed --torch-version 1.13 --torch-device cpu --precision fp32 --steps 1"
+# shellcheck disable=SC2086
+fz_refuse "--steps 1: --wrapper deepspeed --schemes zero3 at N > 1 over --lora-r has no first step" $wds3s1
+fz_refuse_with="--framework deepspeed --schemes zero3 --world 1,2"
+# shellcheck disable=SC2086
+fz_refuse "--steps 1: --wrapper deepspeed --schemes zero3 at N > 1 over --freeze has no first step" $wds3s1 \
+	--freeze blocks:0-0
 echo "$name: $configs configurations, $points points of theory = measure"
 exit $status

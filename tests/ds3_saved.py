@@ -56,6 +56,22 @@ profiled from the model's construction on; one JSON line an N into FILE:
 the bytes between steps (after the last), each step's peak, its phase and
 the bytes where it starts (docs/schedule.md, "ZeRO-3 over the PyTorch
 step", "Held to PyTorch 1.13").
+
+With --z3-case TARGETS[/FREEZE] (repeated; tests/ds3_torch.sh; the same
+process, after the above, at --z3-case-worlds' N, 1,2 unless given): the
+same replay over the model with PEFT's lora.Linear on TARGETS ("default":
+c_attn on gpt2, q_proj,v_proj on a llama; "all-linear"; "none": no
+LoRA), rank --lora-r, alpha 8, dropout 0 (tests/ft_torch.py's
+LoraLinear, peft/tuners/lora/layer.py v0.20.0 252-260 and 1030-1069;
+every base parameter frozen, as ft_torch.py marks them), then the
+parameters the --freeze pattern FREEZE names frozen (ft_torch.py's
+freeze_matches): the frozen parameters partitioned by Init too
+(parameter_offload.py 200-211, pp.py 1089-1100), each keeping its own
+ds_tensor (defragment takes the trainable groups alone, stage3.py
+357-360, 491-495), the gradient hooks on the trainable ones alone
+(1161-1166), the persistent list every persistent parameter
+(parameter_offload.py 256-268); one JSON line an (N, case) into FILE,
+with each phase mark's live bytes in step 2 and each phase's peak there.
 """
 import argparse
 import gc
@@ -75,6 +91,10 @@ def main():
     ap.add_argument("--hooks", metavar="FILE")
     ap.add_argument("--z3", metavar="N,...", help="the ZeRO-3 replay at these world sizes (with --z3-out)")
     ap.add_argument("--z3-out", metavar="FILE")
+    ap.add_argument("--z3-case", metavar="TARGETS[/FREEZE]", action="append", default=[],
+                    help="the ZeRO-3 replay with LoRA on these targets (none: none), FREEZE frozen")
+    ap.add_argument("--z3-case-worlds", metavar="N,...", default="1,2")
+    ap.add_argument("--lora-r", type=int, default=4)
     m = ap.parse_args()
     model, cfg = build(m.model, "0")
     if m.release_order:
@@ -117,11 +137,22 @@ def main():
         with open(m.z3_out, "w") as f:
             for world in (int(w) for w in m.z3.split(",")):
                 print(json.dumps(z3_replay(m.model, world, steps=2)), file=f)
+            for case in m.z3_case:
+                targets, _, freeze = case.partition("/")
+                for world in (int(w) for w in m.z3_case_worlds.split(",")):
+                    r = z3_replay(m.model, world, steps=2, lora=None if targets == "none" else (m.lora_r, targets),
+                                  freeze=freeze or None)
+                    r["case"] = case
+                    print(json.dumps(r), file=f)
 
 
-def build(path, dropout):
+def build(path, dropout, lora=None, freeze=None):
     """The reference model (seq 32, batch 2, fp32, eager), dropout "0" or
-    the config's (as zerosim reads it: --hooks), and its config"""
+    the config's (as zerosim reads it: --hooks), and its config; lora (r,
+    targets): PEFT's adapters on it, the base frozen (tests/ft_torch.py's
+    apply_lora and its _mark_only_adapters_as_trainable); freeze: a
+    --freeze pattern, the parameters it names frozen after that
+    (ft_torch.py's freeze_matches, over Hugging Face's names)"""
     a = argparse.Namespace(model=path, dropout=dropout, tied=None, recompute="none", mask="where")
     _, family, cfg, tied = hf_torch.build(a)
     torch.manual_seed(0)
@@ -131,6 +162,18 @@ def build(path, dropout):
         model = hf_torch.LlamaForCausalLM(cfg, tied, False, hf_torch.FAMILY_ATTENTION[family])
     else:
         sys.exit(f"ds3_saved: model_type {family!r} is not gpt2 or {', '.join(hf_torch.FAMILY_ATTENTION)}")
+    if lora is not None:
+        import ft_torch
+        la = argparse.Namespace(lora_r=lora[0], lora_alpha=8.0, lora_dropout=0.0,
+                                lora_targets="" if lora[1] == "default" else lora[1])
+        ft_torch.apply_lora(la, model, family)
+        for n, p in model.named_parameters():
+            p.requires_grad_("lora_" in n)
+    if freeze is not None:
+        import ft_torch
+        for n, p in model.named_parameters():
+            if ft_torch.freeze_matches(freeze, family, cfg, ft_torch.hf_name(family, n)):
+                p.requires_grad_(False)
     model.train()
     return model, cfg
 
@@ -256,10 +299,13 @@ class Zero3:
         self.params = list(model.parameters())  # module.parameters(): ds_id's order, a tied table once
         self.n = [p.numel() for p in self.params]
         self.c = [math.ceil(n / world) for n in self.n]
-        self.po, at = [], 0
-        for c in self.c:
-            self.po.append(at)
-            at += c
+        # the trainable ones (stage3.py 491-495): the flat buffers' (po
+        # None for a frozen parameter), in that order
+        self.train = [k for k, p in enumerate(self.params) if p.requires_grad]
+        self.po, at = [None] * len(self.params), 0
+        for k in self.train:
+            self.po[k] = at
+            at += self.c[k]
         self.S3 = at
         self.shape = [p.shape for p in self.params]
         self.avail = [False] * len(self.params)
@@ -276,23 +322,26 @@ class Zero3:
             parts.append(part)
             p.data = torch.empty(0)
         self.inf_or_nan_tracker = torch.zeros(1, dtype=torch.bool)  # 263
-        self.flat = torch.empty(self.S3)  # defragment, 574-600
-        for k in range(len(parts)):
+        self.flat = torch.empty(self.S3)  # defragment, 574-600: the trainable groups' (357-360)
+        for k in self.train:
             self.flat.narrow(0, self.po[k], self.c[k]).copy_(parts[k])
             parts[k] = None
+        # a frozen parameter keeps its ds_tensor
+        self.part = [parts[k] if self.po[k] is None else self.flat.narrow(0, self.po[k], self.c[k])
+                     for k in range(len(self.params))]
         del parts
-        self.part = [self.flat.narrow(0, self.po[k], self.c[k]) for k in range(len(self.params))]
         self.fp32 = self.flat.clone().float().detach()  # 906
         self.fp32.requires_grad_(True)
         z = torch.zeros(self.S3)  # initialize_optimizer_states, 1030-1032, dropped
         del z
         self.bucket = torch.empty(int(bucket))  # 537-540
         self.gpart = torch.zeros(self.S3)  # 547-549
-        self.gpart_of = [self.gpart.narrow(0, self.po[k], self.c[k]) for k in range(len(self.params))]
+        self.gpart_of = {k: self.gpart.narrow(0, self.po[k], self.c[k]) for k in self.train}
         # create_reduce_and_remove_grad_hooks, 1161-1245: all_gather ->
         # _allgather_params (pp.py 1895-1970), the hook, partition()
         self.grad_accs = []
-        for k, p in enumerate(self.params):
+        for k in self.train:  # if param.requires_grad (1165)
+            p = self.params[k]
             flat = torch.empty(self.c[k] * world)
             flat.copy_(self.src[k])
             rep = torch.empty(self.n[k])
@@ -444,7 +493,7 @@ class Zero3:
         norm_groups = [self.norm()]
         scaled_global_grad_norm = torch.linalg.vector_norm(torch.stack(norm_groups))
         self.global_grad_norm = scaled_global_grad_norm / 1.0
-        single = torch._utils._flatten_dense_tensors(self.gpart_of).to(torch.float32)  # 1895-1915
+        single = torch._utils._flatten_dense_tensors([self.gpart_of[k] for k in self.train]).to(torch.float32)  # 1895-1915
         self.fp32.grad = single
         del single
         self.fp32.grad.mul_(1. / 1.0)  # 2178-2187
@@ -457,7 +506,7 @@ class Zero3:
     def norm(self):
         """get_grad_norm_direct (1765-1823), norm_type 2"""
         grad_norms = []
-        for g in self.gpart_of:
+        for g in (self.gpart_of[k] for k in self.train):
             grad_norms.append(g.to("cpu", non_blocking=True).double().norm(2))
         total_norm_cuda = torch.sum(torch.pow(torch.stack(grad_norms), 2))
         total_norm = total_norm_cuda**(1. / 2.)
@@ -469,7 +518,7 @@ class Zero3:
         return total_norm
 
 
-def z3_replay(path, world, bucket=100000, steps=3):
+def z3_replay(path, world, bucket=100000, steps=3, lora=None, freeze=None):
     """DeepSpeed's ZeRO-3 (Zero3) over the reference model with its
     config's dropout and DeepSpeed's four hooks on every module, `steps`
     steps of the engine (engine.py backward 2085-2152: loss.mean().detach()
@@ -479,7 +528,7 @@ def z3_replay(path, world, bucket=100000, steps=3):
     torch.profiler: the live bytes between steps (after the last), each
     step's peak and the phase where it falls."""
     from torch.profiler import ProfilerActivity, profile
-    model, cfg = build(path, "config")
+    model, cfg = build(path, "config", lora, freeze)
     src = []
     for p in model.parameters():
         n = p.numel()
@@ -495,7 +544,7 @@ def z3_replay(path, world, bucket=100000, steps=3):
     gc.collect()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         hf_torch.mark("build")
-        model, cfg = build(path, "config")
+        model, cfg = build(path, "config", lora, freeze)
         labels = ids.clone()
         data = ids.clone()
         zo = Zero3(model, world, bucket, src)
@@ -524,10 +573,22 @@ def z3_replay(path, world, bucket=100000, steps=3):
     del losses
     stream = hf_torch.replay(hf_torch.memory_events(prof))
     peaks = [hf_torch.analyse_step(stream, s) for s in range(1, steps + 1)]
+    # the last step's peak in each phase (the live bytes after each event)
+    phase_peaks, cur = {}, None
+    start = next(i for i, (_, l) in enumerate(stream) if l == f"step:{steps}")
+    for live, label in stream[start:]:
+        if label is not None:
+            cur = label[6:] if label.startswith("phase:") else cur
+            if label == f"step:{steps + 1}":
+                break
+        elif cur is not None:
+            phase_peaks[cur] = max(phase_peaks.get(cur, live), live)
     return dict(model=path, world=world, torch=torch.__version__, between=stream[-1][0],
                 peaks=[x["peak"] for x in peaks], phases=[x["phase"] for x in peaks],
-                starts=[x["start_bytes"] for x in peaks],
-                marks1={label: live for label, live in peaks[0]["boundaries"] if not label.startswith("step:")})
+                starts=[x["start_bytes"] for x in peaks], case=None,
+                marks1={label: live for label, live in peaks[0]["boundaries"] if not label.startswith("step:")},
+                marks={label: live for label, live in peaks[-1]["boundaries"] if label.startswith("phase:")},
+                phase_peaks=phase_peaks)
 
 
 def release_order(model, cfg, world):

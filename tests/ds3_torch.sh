@@ -54,10 +54,27 @@
 #    --steps 1 run's;
 #  - the saved weight.t() views zerosim's step keeps under those marks
 #    (tests/ag_events ds3=saved: each parameter whose storage a view made
-#    in forward holds into a backward op) against ds3_saved.py's list.
+#    in forward holds into a backward op) against ds3_saved.py's list;
+#  - with PyTorch (make check-torch), LoRA and --freeze (--lora-r 4,
+#    default targets and all-linear; --freeze embeddings or blocks:0-0
+#    without LoRA, blocks:0-0 or 1-1 over the adapters; N = 1 and 2;
+#    docs/finetune.md, "LoRA and --freeze under --wrapper deepspeed
+#    --schemes zero3"; tests/ds3_lora.sh has make check's rows):
+#    theory = measure to the byte and at every mark; the bytes between
+#    steps by hand (4 S3_f for the frozen parameters' ds_tensors, each
+#    its own, 20 S3_t for the trained ones' flat buffer, fp32, gradient
+#    and Adam partitions, 4 B + 13, at N = 2 4 ceil(n/N) N for every
+#    parameter's gathered copy, frozen ones too, and the buffers); the
+#    losses of 3 steps and the final weights the unwrapped step's bit for
+#    bit (--wrapper none at N = 1, ddp at N = 2); and on PyTorch 1.13,
+#    DeepSpeed's ZeRO-3 replayed over PEFT's lora.Linear and the frozen
+#    parameters (tests/ds3_saved.py --z3-case): the
+#    bytes between steps, the steady step's peak, each phase mark's bytes
+#    and each phase's peak, and at N = 1 step 1's peak and where it
+#    starts, equal to zerosim's.
 # Not compared with DeepSpeed itself (not installable here).
 # PyTorch is looked for by tests/torch_python.sh; without it the PyTorch
-# part is skipped (exit 77 after the first passed). About 12 s.
+# part is skipped (exit 77 after the first passed). About 16 s of CPU.
 set -u
 top=${ZS_BUILDDIR:-.}
 src=${srcdir:-.}
@@ -273,9 +290,112 @@ echo "ok: --steps 1 over gemma2 and a parameter that does not persist at N = 2 r
 
 name=ds3_torch
 . "$src/tests/torch_python.sh"
+
+# LoRA r 4 and --freeze (every frozen parameter partitioned as the
+# trained ones, each its own ds_tensor): the adapters' (in, out) from the
+# shapes (gpt2's Conv1D c_attn d -> 3d, attn.c_proj d -> d, c_fc d -> 4d,
+# mlp.c_proj 4d -> d; llama's q d -> d, k and v d -> kv, o d -> d, gate
+# and up d -> f, down f -> d), lora_A r x in and lora_B out x r each
+r=4
+lora_blk() { # MODEL TARGETS: one block's adapters' elements
+	case $1-$2 in
+	gpt2-tiny-default) io="$d,$((3 * d))" ;;
+	gpt2-tiny-all-linear) io="$d,$((3 * d)) $d,$d $d,$((4 * d)) $((4 * d)),$d" ;;
+	llama-tiny-default) io="$d,$d $d,$kv" ;;
+	llama-tiny-all-linear) io="$d,$d $d,$kv $d,$kv $d,$d $d,$f $d,$f $f,$d" ;;
+	esac
+	for x in $io; do printf '%s %s ' $((r * ${x%,*})) $((${x#*,} * r)); done
+}
+# the base's elements by place (emb, b0, b1, tail: the embeddings, each
+# block's, the rest), from the lists above
+place() {
+	if [ $1 = gpt2-tiny ]; then set -- 2 12 $gpt2_n; else set -- 1 9 $llama_n; fi
+	ne=$1 nb=$2 i=0 emb= b0= b1= tail=
+	shift 2
+	for n in "$@"; do
+		if [ $i -lt $ne ]; then emb="$emb $n"
+		elif [ $i -lt $((ne + nb)) ]; then b0="$b0 $n"
+		elif [ $i -lt $((ne + 2 * nb)) ]; then b1="$b1 $n"
+		else tail="$tail $n"; fi
+		i=$((i + 1))
+	done
+}
+cases_gpt2="default all-linear none/embeddings default/blocks:0-0"
+cases_llama="default all-linear none/blocks:0-0 all-linear/blocks:1-1"
 for model in gpt2-tiny llama-tiny; do
+	if [ $model = gpt2-tiny ]; then cases=$cases_gpt2 buf=$gpt2_buf; else cases=$cases_llama buf=$llama_buf; fi
+	place $model
+	for case in $cases; do
+		targets=${case%%/*} freeze=
+		[ "$targets" = "$case" ] || freeze=${case#*/}
+		cid=$(printf %s "$case" | tr '/:' '__')
+		# the options; the frozen and the trained elements
+		opt=
+		[ $targets = none ] || opt="--lora-r $r"
+		[ $targets = none ] || [ $targets = default ] || opt="$opt --lora-targets $targets"
+		[ -z "$freeze" ] || opt="$opt --freeze $freeze"
+		opt=${opt# }
+		if [ $targets = none ]; then
+			case $freeze in
+			embeddings) fz=$emb tr="$b0 $b1 $tail" ;;
+			blocks:0-0) fz=$b0 tr="$emb $b1 $tail" ;;
+			esac
+		else
+			ad=$(lora_blk $model $targets)
+			case $freeze in
+			"") fz="$emb $b0 $b1 $tail" tr="$ad $ad" ;;
+			*) fz="$emb $b0 $b1 $tail $ad" tr=$ad ;; # one block's adapters frozen
+			esac
+		fi
+		for N in 1 2; do
+			m=$tmp/ml-$model-$cid-$N.json t=$tmp/tl-$model-$cid-$N.json ref=$tmp/rl-$model-$cid-$N.json
+			# shellcheck disable=SC2086
+			"$zerosim" measure -q $ds $step --model "$models/$model.json" --schemes zero3 --world $N $opt \
+				--timeline --out "$m" || fail "measure $model zero3 $case N=$N"
+			# shellcheck disable=SC2086
+			"$zerosim" theory $ds $step --model "$models/$model.json" --schemes zero3 --world $N $opt \
+				--out "$t" >/dev/null || fail "theory $model zero3 $case N=$N"
+			out=$("$top/tests/json_agree" "$m" "$t") || fail "theory and measure differ, $model zero3 $case N=$N: $out"
+			[ "$out" = "json_agree: 1 points agree exactly" ] || fail "$model zero3 $case N=$N: $out"
+			if [ $N = 1 ]; then w=none; else w=ddp; fi
+			# shellcheck disable=SC2086
+			"$zerosim" measure -q --framework torch --wrapper $w --zero-grad none $step --model "$models/$model.json" \
+				--schemes dp --world $N $opt --out "$ref" || fail "measure $w $model $case N=$N"
+			if [ $N = 1 ]; then
+				# shellcheck disable=SC2086
+				"$zerosim" measure -q $ds $step --model "$models/$model.json" --schemes zero3 --world 1 --steps 1 \
+					$opt --out "$tmp/ml1-$model-$cid.json" || fail "measure $model zero3 $case N=1 --steps 1"
+			fi
+			S3f=0 S3t=0 gathered=0
+			for n in $fz; do
+				c=$(((n + N - 1) / N))
+				S3f=$((S3f + c)) gathered=$((gathered + c * N))
+			done
+			for n in $tr; do
+				c=$(((n + N - 1) / N))
+				S3t=$((S3t + c)) gathered=$((gathered + c * N))
+			done
+			[ $N -gt 1 ] || gathered=0
+			want=$((4 * S3f + 20 * S3t + 4 * B + 13 + 4 * gathered + buf))
+			# the unwrapped step's losses and final weights, bit for bit (no
+			# hooked step 1 here: at N > 1 LoRA's and --freeze's run the
+			# steady step from step 1 on, util/ag_ds3.c)
+			out=$(check "$m" "$t" "$ref" "$ref" $N $want 1)
+			[ -z "$out" ] || fail "$model zero3 $case N=$N: $out (between steps by hand: 4 x $S3f + 20 x $S3t +" \
+				"4 x $B + 13 + 4 x $gathered + $buf = $want)"
+			echo "ok: $model zero3 $opt N=$N: theory = measure to the byte and at every mark, $want bytes between" \
+				"steps (4 x $S3f + 20 x $S3t + 4 x $B + 13 + 4 x $gathered + $buf), the --wrapper $w step's" \
+				"losses and final weights"
+		done
+	done
+done
+
+for model in gpt2-tiny llama-tiny; do
+	if [ $model = gpt2-tiny ]; then cases=$cases_gpt2; else cases=$cases_llama; fi
+	# shellcheck disable=SC2046
 	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$src/tests" "$py" "$src/tests/ds3_saved.py" "$models/$model.json" \
-		--hooks "$tmp/hooks-torch" --z3 1,2,3 --z3-out "$tmp/z3-$model" >"$tmp/got" 2>"$tmp/err" ||
+		--hooks "$tmp/hooks-torch" --z3 1,2,3 $(for c in $cases; do printf -- '--z3-case %s ' "$c"; done) \
+		--z3-case-worlds 1,2 --lora-r $r --z3-out "$tmp/z3-$model" >"$tmp/got" 2>"$tmp/err" ||
 		{ cat "$tmp/err" >&2; fail "tests/ds3_saved.py $model"; }
 	# DeepSpeed's ZeRO-3 replayed on PyTorch 1.13 (tests/ds3_saved.py
 	# --z3: its allocations transcribed over the reference model with the
@@ -291,7 +411,7 @@ for model in gpt2-tiny llama-tiny; do
 def run(f):
     d = json.load(open(f))
     return d["runs"][0]
-z3 = {r["world"]: r for r in map(json.loads, open(sys.argv[1]))}
+z3 = {r["world"]: r for r in map(json.loads, open(sys.argv[1])) if r["case"] is None}
 zs = {1: run(sys.argv[2]), 2: run(sys.argv[3]), 3: run(sys.argv[4])}
 ones = {1: run(sys.argv[5]), 2: run(sys.argv[6]), 3: run(sys.argv[7])}
 bad, say = [], []
@@ -322,6 +442,52 @@ print("; ".join(bad) if bad else "ok " + "; ".join(say))' "$tmp/z3-$model" "$tmp
 	case $out in
 	"ok "*) echo "ok: $model zero3 on PyTorch 1.13 (DeepSpeed replayed) = zerosim: ${out#ok }" ;;
 	*) fail "$model: zerosim's ZeRO-3 and PyTorch 1.13 replaying DeepSpeed's differ: $out" ;;
+	esac
+	# the same with LoRA and --freeze (the cases above): between steps,
+	# the steady step's peak, each phase mark's bytes and each phase's
+	# peak at N = 1 and 2, and at N = 1 step 1's peak and the bytes where
+	# it starts
+	out=$(python3 -c 'import json, os, sys
+def run(f):
+    return json.load(open(f))["runs"][0]
+tmp, model = sys.argv[1], sys.argv[2]
+bad, say, seen = [], [], 0
+for t in map(json.loads, open(os.path.join(tmp, "z3-" + model))):
+    if t["case"] is None:
+        continue
+    seen += 1
+    N, tg = t["world"], t["case"]
+    cid = tg.replace("/", "_").replace(":", "_")
+    m = run(os.path.join(tmp, "ml-%s-%s-%d.json" % (model, cid, N)))
+    got = (m["per_rank"]["resident_bytes"][0], m["per_rank"]["peak_bytes"][0])
+    want = (t["between"], t["peaks"][1])
+    if got != want:
+        bad.append("%s N = %d: zerosim %d between, %d peak; PyTorch %d, %d" % ((tg, N) + got + want))
+    if not t["marks"] or any(m["marks"].get(k) != v for k, v in t["marks"].items()):
+        bad.append("%s N = %d: marks %s, PyTorch %s" % (tg, N, {k: m["marks"].get(k) for k in t["marks"]},
+                                                      t["marks"]))
+    pk = {}  # zerosim'"'"'s last step (its timeline, rank 0'"'"'s): each phase'"'"'s peak
+    for e in m["timeline"]:
+        pk[e["phase"]] = max(pk.get(e["phase"], 0), e["current_bytes"])
+    for ph in ("forward", "backward", "optimizer"):
+        if pk.get(ph) != t["phase_peaks"].get(ph):
+            bad.append("%s N = %d: the %s phase peaks at %s, PyTorch %s" % (tg, N, ph, pk.get(ph),
+                                                                          t["phase_peaks"].get(ph)))
+    if N == 1:
+        one = run(os.path.join(tmp, "ml1-%s-%s.json" % (model, cid)))
+        got1 = (one["marks"].get("phase:forward"), m.get("first_step_peak"))
+        if got1 != (t["starts"][0], t["peaks"][0]):
+            bad.append("%s N = 1, step 1: zerosim starts at %s, peaks at %s; PyTorch %d, %d" %
+                       ((tg,) + got1 + (t["starts"][0], t["peaks"][0])))
+    say.append("%s N = %d: %d between, %d peak, %d marks, optimizer peak %d" %
+               (tg, N, want[0], want[1], len(t["marks"]), t["phase_peaks"]["optimizer"]))
+if seen != 8:
+    bad.append("%d runs of PyTorch with LoRA or --freeze, not 8" % seen)
+print("; ".join(bad) if bad else "ok " + "; ".join(say))' "$tmp" $model 2>&1)
+	case $out in
+	"ok "*) echo "ok: $model zero3 with LoRA r $r or --freeze on PyTorch 1.13 (DeepSpeed replayed over PEFT's" \
+		"lora.Linear) = zerosim: ${out#ok }" ;;
+	*) fail "$model: zerosim's ZeRO-3 with LoRA or --freeze and PyTorch 1.13 replaying DeepSpeed's differ: $out" ;;
 	esac
 	# the expected list from the config alone: each weight F.linear reads
 	# (the head's, the tied table's on gpt2), saved as its transpose

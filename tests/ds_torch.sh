@@ -464,16 +464,17 @@ for cmd in measure theory; do
 		try 2 "--wrapper deepspeed --schemes zero3: 6738415616 parameters, more than DeepSpeed's sub_group_size (1000000000): its step over several sub groups is not built yet" \
 			$cmd --framework deepspeed --wrapper deepspeed --model "${srcdir:-.}/data/models/llama-2-7b.json" \
 			--torch-device cpu --torch-version 1.13 --precision fp32 --schemes zero3 --world 1 --out "$keep"
-		# stage 3 over the plain step alone: what stages 1 and 2 take
-		# beside it is not built for stage 3
-		for opt in "--grad-accum 2" "--freeze embeddings" "--lora-r 4" "--ds-overlap-comm off"; do
-			try 2 "${opt%% *} with --wrapper deepspeed --schemes zero3: not built yet (stage 3 takes the plain step alone so far; leave ${opt%% *} out, or give --schemes zero1 or zero2)" \
+		# stage 3 over the plain step, --freeze's and LoRA's
+		# (tests/ds3_torch.sh): what stages 1 and 2 take beside them is
+		# not built for stage 3
+		for opt in "--grad-accum 2" "--ds-overlap-comm off"; do
+			try 2 "${opt%% *} with --wrapper deepspeed --schemes zero3: not built yet (stage 3 takes the plain step, --freeze and --lora-r so far; leave ${opt%% *} out, or give --schemes zero1 or zero2)" \
 				$base --world 1 $opt --out "$keep"
 		done
 		try 2 "--recompute full with --wrapper deepspeed --schemes zero3: not built yet (give --recompute none, or --schemes zero1 or zero2)" \
 			$base --world 1 --recompute full --out "$keep"
 	}
 done
-[ "$n" -eq 18 ] || fail "ran $n zero3 refusals, not 18"
+[ "$n" -eq 14 ] || fail "ran $n zero3 refusals, not 14"
 echo "ok: $n zero3 refusals"
 exit 0

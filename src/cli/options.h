@@ -110,8 +110,10 @@ struct zs_opt {
 	"                         fp32, PyTorch 1.13, one a run, each rank's bytes\n" \
 	"                         its own; --ds-reduce-bucket sets its bucket; ZeRO-1\n" \
 	"                         and 2 with --freeze, --lora-r, --recompute full,\n" \
-	"                         --grad-accum; ZeRO-1 and 2 in DeepSpeed's bf16,\n" \
-	"                         --precision mixed: module.bfloat16(), gpt2, llama)\n" \
+	"                         --grad-accum; ZeRO-3 with --freeze and --lora-r\n" \
+	"                         (frozen parameters partitioned too); ZeRO-1 and 2 in\n" \
+	"                         DeepSpeed's bf16, --precision mixed:\n" \
+	"                         module.bfloat16(), gpt2, llama)\n" \
 	"      --grad-accum K     --wrapper none, ddp, fsdp or deepspeed, --framework\n" \
 	"                         deepspeed\n" \
 	"                         (no --offload) or --framework paper (the MLP and the\n" \
@@ -163,12 +165,13 @@ struct zs_opt {
 	"                         matches, comma-separated terms:\n" \
 	"                         embeddings, blocks:A-B, all-but-last:N, re:REGEX or\n" \
 	"                         a glob (*.ln_*); with --lora-r (--wrapper none,\n" \
-	"                         ddp, fsdp, deepspeed zero1 or zero2 in fp32, or\n" \
+	"                         ddp, fsdp, deepspeed zero1 to zero3 in fp32, or\n" \
 	"                         --framework paper) the adapters it names\n" \
 	"                         (blocks:0-0: block 0's)\n" \
 	"      --lora-r R         --wrapper none, ddp (dp, zero1), fsdp or deepspeed\n" \
-	"                         (zero1, zero2), --framework deepspeed (dp to\n" \
-	"                         zero3, --unit layer, no offload) or paper (fp32\n" \
+	"                         (zero1, zero2; zero3 in fp32), --framework\n" \
+	"                         deepspeed (dp to zero3, --unit layer, no\n" \
+	"                         offload) or paper (fp32\n" \
 	"                         or mixed, --unit layer; its zero3 at N = 1): LoRA\n" \
 	"                         of rank R over --lora-targets T (all-linear or\n" \
 	"                         module names; default PEFT's by model_type: gpt2's\n" \

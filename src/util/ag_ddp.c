@@ -833,9 +833,15 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 		unsigned wmax = world;
 		for (size_t i = 0; i < c->nworld; i++)
 			wmax = c->world[i] > wmax ? c->world[i] : wmax;
-		int rc = c->schemes[0] == ZS_ZERO3
-		         ? ag_ds3_apply(s, p, &oz, world, wmax, (uint64_t)c->ds_reduce_bucket, cause)
-		         : ag_ds_apply(s, &oz, world, c->schemes[0] == ZS_ZERO2, (uint64_t)c->ds_reduce_bucket, cause);
+		int rc;
+		if (c->schemes[0] == ZS_ZERO3) {
+			/* Init's order, module.parameters() (ds_id; frozen ones too) */
+			uint32_t *order = zs_malloc((s->ntensors ? s->ntensors : 1) * sizeof *order);
+			size_t norder = states(s, p, order, 1, 0);
+			rc = ag_ds3_apply(s, p, &oz, world, wmax, (uint64_t)c->ds_reduce_bucket, order, norder, cause);
+			free(order);
+		} else
+			rc = ag_ds_apply(s, &oz, world, c->schemes[0] == ZS_ZERO2, (uint64_t)c->ds_reduce_bucket, cause);
 		if (rc != 0)
 			ag_step_free(s);
 		return rc;

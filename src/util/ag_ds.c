@@ -470,6 +470,16 @@ void ag_ds_backward_returns(struct ag_ds_walk *wk, enum zs_phase ph)
 	wk->mean = NO;
 }
 
+/* Whether e makes, fills or frees one of 1.13's record_function handles
+ * (util/autograd.c, record_function: what a torch.optim call makes). */
+static int record_function_event(const struct ag_step *s, const struct ag_event *e)
+{
+	uint32_t t = e->kind == AG_EV_ALLOC || e->kind == AG_EV_FREE ? e->t
+	             : e->kind == AG_EV_OP && e->out[0] != NO ? s->tensor[e->out[0]].storage : NO;
+	const char *w = t == NO ? NULL : s->tensor[t].what;
+	return w != NULL && (strcmp(w, AG_RF_HANDLE) == 0 || strcmp(w, AG_RF_ENTER) == 0);
+}
+
 int ag_ds_next(struct ag_ds_walk *wk, const struct ag_event **ep, size_t *k, char **cause)
 {
 	struct ag_pass *p = wk->p;
@@ -490,8 +500,11 @@ int ag_ds_next(struct ag_ds_walk *wk, const struct ag_event **ep, size_t *k, cha
 			if (wk->losses != NO)
 				agp_free(p, wk->losses, e->phase);
 			wk->losses = NO;
+			wk->in_zero_grad = 1;
 			continue;
 		}
+		if (wk->own_zero_grad && wk->in_zero_grad && record_function_event(s, e))
+			continue;
 		if (l != NULL && strncmp(l, "phase:backward", 14) == 0 && (l[14] == '\0' || l[14] == '@')) {
 			/* the engine's backward (engine.py 2085-2152; the loss
 			 * divided by K, _scale_loss_by_gas, 1904-1910: the loop's
@@ -678,10 +691,11 @@ uint32_t *ag_ds_param_views(struct ag_pass *p, const struct ag_ds_params *pp, ui
 		if (ws >= nt0 || orig[ws] == NO)
 			continue;
 		int32_t k = pp->k_of[ws];
-		x->offset += each != NULL ? 0 : pp->off[k];
+		int own = each != NULL && each[k] != NO;
+		x->offset += own ? 0 : pp->off[k];
 		if (t == ws)
 			x->bytes = 0;
-		x->storage = each != NULL ? each[k] : flat;
+		x->storage = own ? each[k] : flat;
 	}
 	for (size_t i = 0; i < s->nsetup; i++)
 		agp_copy_renamed(p, &s->setup[i], orig, nt0);

@@ -80,8 +80,11 @@ void ag_ds_params_free(struct ag_ds_params *pp);
  * then the engine's _broadcast_model of each stand-in. */
 uint32_t *ag_ds_flat_views(struct ag_pass *p, const struct ag_ds_params *pp, uint32_t flat);
 /* The same with parameter k a view of storage each[k] of its own, at its
- * start (ZeRO-3 at N > 1: each parameter's gathered copy, util/ag_ds3.c);
- * each NULL: ag_ds_flat_views. */
+ * start (ZeRO-3 at N > 1: each parameter's gathered copy, util/ag_ds3.c;
+ * a frozen one's partition at N = 1), where each[k] is not AG_NONE;
+ * each NULL: ag_ds_flat_views. pp's parameters past the trained ones
+ * (k_of and w of a pp that ZeRO-3 lengthens with the frozen ones) take
+ * each[k] alone. */
 uint32_t *ag_ds_param_views(struct ag_pass *p, const struct ag_ds_params *pp, uint32_t flat, const uint32_t *each);
 /* loss_scaler.backward in fp32 (a static scale of 1) around each of the
  * step's backwards: the walk's (below), its tensors (loss: the current
@@ -151,6 +154,12 @@ struct ag_ds_walk {
 	int marks;
 	void (*copy)(void *ctx, const struct ag_event *e);
 	void *ctx;
+	/* ZeRO-3: the engine's zero_grad calls the ZeRO optimizer's own
+	 * (stage3.py 1737-1754, a plain method of an object: engine.py
+	 * 2245-2252), not torch.optim's, so the plain loop's 1.13
+	 * record_function around zero_grad is dropped (set by the pass after
+	 * ag_ds_walk_begin); in_zero_grad: past that mark */
+	int own_zero_grad, in_zero_grad;
 };
 void ag_ds_walk_begin(struct ag_ds_walk *wk, struct ag_pass *p, const struct ag_ds_params *pp, uint32_t at_backward,
                       unsigned K, int moves);

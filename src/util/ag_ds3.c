@@ -35,6 +35,19 @@ struct ds3 {
 	                          * place in a flat buffer of them all */
 	uint32_t *gath;          /* N > 1: each one's gathered copy, the model's parameter (_post_step's) */
 	uint32_t flat, gpart, bucket;
+	/* the frozen parameters (--freeze, LoRA's base): partitioned by Init
+	 * too (parameter_offload.py 200-211, pp.py 1089-1100), each its own
+	 * ds_tensor (defragment takes the trainable groups alone, stage3.py
+	 * 357-360), no gradient, no optimizer state: their elements, partition
+	 * ceil(n/N), ds_tensor and (N > 1) gathered copy */
+	size_t nf;
+	uint64_t *fnumel, *fc;
+	uint32_t *fpart, *fgath;
+	/* module.parameters()' order (Init's, ds_id's, the persistent list's
+	 * and release_and_reset_all's): a trained parameter's k, or -1 - j for
+	 * frozen j */
+	size_t nall;
+	int32_t *all;
 	/* the bucket: its parameters (in arrival order) and their places */
 	size_t *bk, nb;
 	uint64_t *bo, used;
@@ -322,12 +335,20 @@ static void norm(struct ds3 *d, uint32_t gnorm, uint32_t keep[2], int first, enu
  * each all_gather_into_tensor of its partition (ds_tensor.to(device) the
  * partition itself on the CPU, 1808; 1838-1842), the data its narrow
  * (1886): the model's parameter (a view of it from the set-up on). */
+static uint32_t gathered(const struct ds3 *d, size_t i)
+{
+	return d->all[i] >= 0 ? d->gath[d->all[i]] : d->fgath[-1 - d->all[i]];
+}
+
 static void post_step_gather(struct ds3 *d, enum zs_phase ph)
 {
-	for (size_t k = 0; k < d->n; k++)
-		agp_alloc(d->p, d->gath[k], ph);
-	for (size_t k = 0; k < d->n; k++)
-		agp_op(d->p, ph, AG_OP_ALL_GATHER, ag_ds_view(d->p, d->flat, d->po[k], d->c[k]), d->gath[k]);
+	for (size_t i = 0; i < d->nall; i++)
+		agp_alloc(d->p, gathered(d, i), ph);
+	for (size_t i = 0; i < d->nall; i++) {
+		int32_t k = d->all[i];
+		uint32_t part = k >= 0 ? ag_ds_view(d->p, d->flat, d->po[k], d->c[k]) : d->fpart[-1 - k];
+		agp_op(d->p, ph, AG_OP_ALL_GATHER, part, gathered(d, i));
+	}
 }
 
 /* A view of copy `copy` as tensor t views _post_step's (the same
@@ -617,6 +638,7 @@ static int ds3_step(struct ds3 *d, const struct ag_ds_params *pp, const struct a
 	 * loss.float() (the loss itself in fp32); the bucket is the set-up's */
 	struct ag_ds_walk wk;
 	ag_ds_walk_begin(&wk, p, pp, NO, 1, 1);
+	wk.own_zero_grad = 1;
 	/* the leaf modules' marks: step 1's fetches and releases at N > 1
 	 * (s1_hook), dropped from the steady step */
 	wk.marks = o->ds3_leaf_marks;
@@ -647,13 +669,15 @@ static int ds3_step(struct ds3 *d, const struct ag_ds_params *pp, const struct a
 		 * every parameter released, in the model's order, persistent
 		 * ones too; nothing at N = 1), the norms */
 		const enum zs_phase po = ZS_PH_OPTIMIZER;
-		for (size_t k = 0; world > 1 && k < d->n; k++)
+		for (size_t i = 0; world > 1 && i < d->nall; i++) {
+			int32_t k = d->all[i];
 			if (!fetch)
-				agp_free(p, d->gath[k], po);
-			else if (d->s1->cur[k] != NO) { /* step 1: what is whole now */
+				agp_free(p, gathered(d, i), po);
+			else if (k >= 0 && d->s1->cur[k] != NO) { /* step 1: what is whole now (no frozen one) */
 				agp_free(p, d->s1->cur[k], po);
 				d->s1->cur[k] = NO;
 			}
+		}
 		uint32_t keep[2];
 		norm(d, gnorm, keep, first, po);
 		/* _prepare_fp32_grad_for_sub_group (1895-1915): flatten
@@ -696,7 +720,7 @@ static int ds3_step(struct ds3 *d, const struct ag_ds_params *pp, const struct a
 /* ------------------------------------------------------------------------ */
 
 int ag_ds3_apply(struct ag_step *s, const struct step_params *sp, const struct ag_options *o, unsigned world,
-                 unsigned wmax, uint64_t bucket, char **cause)
+                 unsigned wmax, uint64_t bucket, const uint32_t *order, size_t norder, char **cause)
 {
 	if (world < 1)
 		return zs_fail(cause, "--wrapper deepspeed: N must be at least 1");
@@ -719,14 +743,36 @@ int ag_ds3_apply(struct ag_step *s, const struct step_params *sp, const struct a
 		d->S3 += d->c[k];
 	}
 	const uint64_t S3 = d->S3;
+	/* the model's order; the frozen parameters in it */
+	d->all = zs_malloc((norder ? norder : 1) * sizeof *d->all);
+	d->fnumel = zs_malloc((norder ? norder : 1) * sizeof *d->fnumel);
+	d->fc = zs_malloc((norder ? norder : 1) * sizeof *d->fc);
+	uint32_t *fw = zs_malloc((norder ? norder : 1) * sizeof *fw);
+	size_t ntrained = 0;
+	for (size_t i = 0; i < norder; i++) {
+		uint32_t t = order[i];
+		if (pp.k_of[t] >= 0) {
+			d->all[d->nall++] = pp.k_of[t];
+			ntrained++;
+			continue;
+		}
+		fw[d->nf] = t;
+		d->fnumel[d->nf] = agp_elements(&s->tensor[t]);
+		d->fc[d->nf] = (d->fnumel[d->nf] + world - 1) / world;
+		d->all[d->nall++] = -1 - (int32_t)d->nf++;
+	}
 	size_t npersist = 0;
 	uint64_t big = 0;
-	for (size_t k = 0; k < d->n; k++) {
-		npersist += d->numel[k] <= DS3_PERSIST;
-		if (d->numel[k] > DS3_PERSIST && d->numel[k] > big)
-			big = d->numel[k];
+	for (size_t i = 0; i < d->nall; i++) {
+		uint64_t n = d->all[i] >= 0 ? d->numel[d->all[i]] : d->fnumel[-1 - d->all[i]];
+		npersist += n <= DS3_PERSIST;
+		if (n > DS3_PERSIST && n > big)
+			big = n;
 	}
 	int rc = 0;
+	if (ntrained != d->n) /* every trained parameter is the model's */
+		rc = zs_fail(cause, "--wrapper deepspeed: internal error: %zu of the %zu trained parameters in the model's "
+		             "order", ntrained, d->n);
 	for (size_t k = 0; k < d->n && rc == 0; k++)
 		if (d->numel[k] > bucket) /* __add_grad_to_ipg_bucket leaves it in .grad (1279-1290) */
 			rc = zs_fail(cause, "--wrapper deepspeed --schemes zero3: a parameter of %llu elements is larger than "
@@ -734,7 +780,8 @@ int ag_ds3_apply(struct ag_step *s, const struct step_params *sp, const struct a
 			             "(give --ds-reduce-bucket %llu or more)", (unsigned long long)d->numel[k],
 			             (unsigned long long)bucket, (unsigned long long)d->numel[k]);
 	/* _post_step's all_gather of a list of one takes _allgather_params,
-	 * which copies even at N = 1 (pp.py 1517-1518, 1895-1970) */
+	 * which copies even at N = 1 (pp.py 1517-1518, 1895-1970); the list
+	 * is every persistent parameter, frozen ones too (po.py 256-268) */
 	if (rc == 0 && npersist == 1)
 		rc = zs_fail(cause, "--wrapper deepspeed --schemes zero3: one parameter of the model persists (at most %d "
 		             "elements): DeepSpeed gathers it apart after each step, which is not built yet", DS3_PERSIST);
@@ -751,6 +798,11 @@ int ag_ds3_apply(struct ag_step *s, const struct step_params *sp, const struct a
 		             ZS_DS_SUB_GROUP);
 	if (rc == 0 && d->n == 0)
 		rc = zs_fail(cause, "--wrapper deepspeed: internal error: the step trains no parameter");
+	/* step 1's gathers at the leaf marks take the trained parameters alone
+	 * (ag_ds3_marks_lacking keeps the marks off under --freeze and LoRA) */
+	if (rc == 0 && world > 1 && o->ds3_leaf_marks && d->nf > 0)
+		rc = zs_fail(cause, "--wrapper deepspeed: internal error: step 1's leaf-module gathers over %zu frozen "
+		             "parameters", d->nf);
 	if (rc != 0) /* the input's: nothing written */
 		goto out;
 	d->bk = zs_malloc(d->n * sizeof *d->bk);
@@ -777,13 +829,42 @@ int ag_ds3_apply(struct ag_step *s, const struct step_params *sp, const struct a
 	 * gathered copy (_post_step's, ceil(n/N)·N elements: the tiny models'
 	 * parameters all persist, so the steady step's forward and backward
 	 * gather nothing and read these) */
+	/* a frozen parameter: its ds_tensor (N = 1: a fetch makes the data a
+	 * view of it), or its gathered copy as a trained one's */
+	d->fpart = zs_malloc((d->nf ? d->nf : 1) * sizeof *d->fpart);
+	d->fgath = zs_malloc((d->nf ? d->nf : 1) * sizeof *d->fgath);
+	for (size_t j = 0; j < d->nf; j++) {
+		d->fpart[j] = agp_storage(p, "empty (ds_tensor)", AG_F32, d->fc[j], 0, ZS_CAT_PARAM32);
+		s->tensor[d->fpart[j]].role = AG_ROLE_PARAM;
+		d->fgath[j] = world == 1 ? NO
+		              : agp_storage(p, "empty (_allgather_params_coalesced's flat_tensor)", AG_F32,
+		                            d->fc[j] * world, 0, ZS_CAT_GATHERED);
+	}
 	if (world > 1) {
 		d->gath = zs_malloc(d->n * sizeof *d->gath);
 		for (size_t k = 0; k < d->n; k++)
 			d->gath[k] = agp_storage(p, "empty (_allgather_params_coalesced's flat_tensor)", AG_F32,
 			                         d->c[k] * world, 0, ZS_CAT_GATHERED);
 	}
-	uint32_t *orig = ag_ds_param_views(p, &pp, d->flat, d->gath);
+	/* the views over pp lengthened with the frozen parameters (k = n + j) */
+	struct ag_ds_params pe = pp;
+	pe.n = d->n + d->nf;
+	pe.w = zs_malloc((pe.n ? pe.n : 1) * sizeof *pe.w);
+	pe.k_of = zs_malloc((pp.nt0 ? pp.nt0 : 1) * sizeof *pe.k_of);
+	uint32_t *each = zs_malloc((pe.n ? pe.n : 1) * sizeof *each);
+	memcpy(pe.w, pp.w, d->n * sizeof *pe.w);
+	memcpy(pe.k_of, pp.k_of, pp.nt0 * sizeof *pe.k_of);
+	for (size_t k = 0; k < d->n; k++)
+		each[k] = world > 1 ? d->gath[k] : NO;
+	for (size_t j = 0; j < d->nf; j++) {
+		pe.w[d->n + j] = fw[j];
+		pe.k_of[fw[j]] = (int32_t)(d->n + j);
+		each[d->n + j] = world > 1 ? d->fgath[j] : d->fpart[j];
+	}
+	uint32_t *orig = ag_ds_param_views(p, &pe, d->flat, each);
+	free(each);
+	free(pe.w);
+	free(pe.k_of);
 	const enum zs_phase ph0 = ZS_PH_SETUP;
 	/* Init(module=model) (pp.py 1034-1036, 1052-1067): each parameter
 	 * broadcast again, its partition made and filled (at N > 1 the rank's
@@ -791,15 +872,20 @@ int ag_ds3_apply(struct ag_step *s, const struct step_params *sp, const struct a
 	 * DeepSpeed, zeros here), its data freed (free_param's empty(0)
 	 * allocates nothing) */
 	uint32_t *part = zs_malloc(d->n * sizeof *part);
-	for (size_t k = 0; k < d->n; k++) {
-		agp_op(p, ph0, AG_OP_BROADCAST_, orig[pp.w[k]], orig[pp.w[k]])->arg[0] = 0;
-		part[k] = agp_storage(p, "empty (ds_tensor)", AG_F32, d->c[k], 0, ZS_CAT_PARAM32);
-		agp_alloc(p, part[k], ph0);
+	for (size_t i = 0; i < d->nall; i++) { /* module.parameters()' order, frozen ones too */
+		int32_t k = d->all[i];
+		uint32_t w = k >= 0 ? pp.w[k] : fw[-1 - k], x;
+		agp_op(p, ph0, AG_OP_BROADCAST_, orig[w], orig[w])->arg[0] = 0;
+		if (k >= 0) {
+			x = part[k] = agp_storage(p, "empty (ds_tensor)", AG_F32, d->c[k], 0, ZS_CAT_PARAM32);
+		} else
+			x = d->fpart[-1 - k];
+		agp_alloc(p, x, ph0);
 		if (world == 1)
-			agp_op(p, ph0, AG_OP_COPY, orig[pp.w[k]], agp_view_shaped(p, part[k], orig[pp.w[k]], 0));
+			agp_op(p, ph0, AG_OP_COPY, orig[w], agp_view_shaped(p, x, orig[w], 0));
 		else
-			agp_op(p, ph0, AG_OP_SHARD, orig[pp.w[k]], part[k]);
-		agp_free(p, orig[pp.w[k]], ph0);
+			agp_op(p, ph0, AG_OP_SHARD, orig[w], x);
+		agp_free(p, orig[w], ph0);
 	}
 	/* the optimizer's constructor: inf_or_nan_tracker (263); defragment
 	 * (574-600): the partitions copied into one buffer, each freed */
@@ -886,6 +972,12 @@ int ag_ds3_apply(struct ag_step *s, const struct step_params *sp, const struct a
 	s1_end(d);
 	free(orig);
 out:
+	free(fw);
+	free(d->all);
+	free(d->fnumel);
+	free(d->fc);
+	free(d->fpart);
+	free(d->fgath);
 	ag_ds_params_free(&pp);
 	free(d->bo);
 	free(d->bk);

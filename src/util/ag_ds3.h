@@ -5,7 +5,10 @@
  * util/ag_ds.h's for stages 1 and 2 (--framework deepspeed --wrapper
  * deepspeed --schemes zero3; docs/schedule.md, "ZeRO-3 over the PyTorch
  * step", has what it allocates, read at DeepSpeed's commit 38327e0 with
- * file and line), fp32, DeepSpeed's defaults, no offload, K = 1.
+ * file and line), fp32, DeepSpeed's defaults, no offload, K = 1; frozen
+ * parameters (LoRA's base, --freeze) partitioned as the trained ones, each
+ * its own ds_tensor (docs/finetune.md, "LoRA and --freeze under --wrapper
+ * deepspeed --schemes zero3").
  * Built at N = 1, where a module's fetch and release allocate nothing,
  * and at N > 1 the steady step where every parameter persists (at most
  * 1e5 elements: the forward and backward gather nothing and read
@@ -43,12 +46,14 @@
 /* Turn the plain loop's step s of parameters sp (built under o with
  * zero_grad none) into the step under DeepSpeed's ZeRO-3 over `world`
  * ranks with a reduce bucket of `bucket` elements (wmax: the largest N the run lists, whose
- * refusals are the input's at any N). 0; -1 with *cause where the input is not
+ * refusals are the input's at any N); order: the model's parameter
+ * storages in module.parameters()' order (norder of them), trained and
+ * frozen. 0; -1 with *cause where the input is not
  * built (a parameter larger than the bucket, exactly one
  * persistent parameter, at N > 1 one that does not persist, more than sub_group_size's 1e9 parameters: s is
  * unchanged); -2 with *cause where the step is
  * not one the pass takes (an internal error: s is then only to be freed). */
 int ag_ds3_apply(struct ag_step *s, const struct step_params *sp, const struct ag_options *o, unsigned world,
-                 unsigned wmax, uint64_t bucket, char **cause);
+                 unsigned wmax, uint64_t bucket, const uint32_t *order, size_t norder, char **cause);
 
 #endif

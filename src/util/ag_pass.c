@@ -132,10 +132,10 @@ void agp_record_function(struct ag_pass *p, const struct ag_options *o, enum zs_
 {
 	if (o->version != ZS_TORCH_1_13 || o->device != ZS_DEVICE_CPU)
 		return;
-	uint32_t h = agp_storage(p, "zeros (record_function handle)", AG_F32, 1, 0, ZS_CAT_ACTIVATIONS);
+	uint32_t h = agp_storage(p, AG_RF_HANDLE, AG_F32, 1, 0, ZS_CAT_ACTIVATIONS);
 	agp_alloc(p, h, ph);
 	agp_op(p, ph, AG_OP_FILL, NO, h);
-	uint32_t r = agp_storage(p, "_record_function_enter (handle)", AG_BOOL, 288, 0, ZS_CAT_ACTIVATIONS);
+	uint32_t r = agp_storage(p, AG_RF_ENTER, AG_BOOL, 288, 0, ZS_CAT_ACTIVATIONS);
 	agp_alloc(p, r, ph);
 	agp_op(p, ph, AG_OP_FILL, NO, r);
 	agp_free(p, r, ph);

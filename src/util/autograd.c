@@ -7430,9 +7430,9 @@ static void record_function(struct bld *b)
 {
 	if (b->o->device != ZS_DEVICE_CPU || b->o->version != ZS_TORCH_1_13)
 		return;
-	T h = tmp(b, "zeros (record_function handle)", AG_F32, 1, SH(1));
+	T h = tmp(b, AG_RF_HANDLE, AG_F32, 1, SH(1));
 	op(b, AG_OP_FILL, NO, NO, NO, h, NO, NO)->arg[0] = 0;
-	T r = tmp(b, "_record_function_enter (handle)", AG_BOOL, 1, SH(288));
+	T r = tmp(b, AG_RF_ENTER, AG_BOOL, 1, SH(288));
 	op(b, AG_OP_FILL, NO, NO, NO, r, NO, NO)->arg[0] = 0;
 	unref(b, r);
 	unref(b, h);

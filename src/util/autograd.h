@@ -94,6 +94,11 @@ const char *ag_dtype_name(enum ag_dtype d);
  * quant_storage, that util/ag_fsdp.c flattens into the block's unit). */
 #define AG_Q4_CODES "quantize_4bit (packed weight)"
 
+/* The `what` of 1.13's two record_function handles around an optimizer's
+ * step and zero_grad (util/autograd.c, record_function). */
+#define AG_RF_HANDLE "zeros (record_function handle)"
+#define AG_RF_ENTER "_record_function_enter (handle)"
+
 /* What a storage is to the run. */
 enum ag_role {
 	AG_ROLE_PARAM,   /* a parameter tensor (step_params tensor `param`) */

@@ -1137,18 +1137,21 @@ static int check_ds_wrapper(const struct zs_config *c, char **cause)
 			return zs_fail(cause, "--wrapper deepspeed runs one scheme a run, zero1, zero2 or zero3 (it lists %s and "
 			               "%s): run them apart", zs_scheme_name(c->schemes[0]), zs_scheme_name(c->schemes[i]));
 	/* ZeRO-3's first step at N > 1 gathers module by module at the leaf
-	 * marks (util/ag_ds3.c); over a model whose marks are not described
-	 * its --steps 1 is refused, util/autograd.c ag_step1_check;
-	 * docs/schedule.md */
-	/* ZeRO-3 over the plain step alone (util/ag_ds3.h): stage 3's own
-	 * accumulation, frozen parameters and overlap_comm (on by default for
-	 * stage 3, runtime/zero/config.py 351-354) are not built */
+	 * marks (util/ag_ds3.c); over a model whose marks are not described,
+	 * or with --freeze or LoRA (the frozen parameters' gathers there are
+	 * not built), its --steps 1 is refused, util/autograd.c
+	 * ag_step1_check; docs/schedule.md */
+	/* ZeRO-3 over the plain step, --freeze's and LoRA's (util/ag_ds3.h:
+	 * the frozen parameters partitioned too): stage 3's own accumulation
+	 * and overlap_comm (on by default for stage 3, runtime/zero/config.py
+	 * 351-354) are not built */
 	if (c->nschemes > 0 && c->schemes[0] == ZS_ZERO3) {
-		const char *what = c->grad_accum > 1 ? "--grad-accum" : c->freeze[0] ? "--freeze" : c->lora_r > 0 ? "--lora-r"
+		const char *what = c->grad_accum > 1 ? "--grad-accum"
 		                 : (c->given & ZS_KEY_BIT(ZS_KEY_DS_OVERLAP_COMM)) ? "--ds-overlap-comm" : NULL;
 		if (what != NULL)
 			return zs_fail(cause, "%s with --wrapper deepspeed --schemes zero3: not built yet (stage 3 takes the "
-			               "plain step alone so far; leave %s out, or give --schemes zero1 or zero2)", what, what);
+			               "plain step, --freeze and --lora-r so far; leave %s out, or give --schemes zero1 or "
+			               "zero2)", what, what);
 	}
 	/* --precision mixed: DeepSpeed's bf16 ({"bf16": {"enabled": true}}),
 	 * module.bfloat16() (engine.py 1224-1231 at 38327e0) and the ZeRO
