@@ -55,7 +55,9 @@ hooks above calling the coordinator's fetches and releases), two steps
 profiled from the model's construction on; one JSON line an N into FILE:
 the bytes between steps (after the last), each step's peak, its phase and
 the bytes where it starts (docs/schedule.md, "ZeRO-3 over the PyTorch
-step", "Held to PyTorch 1.13").
+step", "Held to PyTorch 1.13"). --attn sdpa (with --z3 alone, 2.x: PyTorch
+2.6's root, tests/ds_torch26.sh): the models' attention through
+scaled_dot_product_attention, as hf_torch.py's --attn sdpa.
 """
 import argparse
 import gc
@@ -75,7 +77,11 @@ def main():
     ap.add_argument("--hooks", metavar="FILE")
     ap.add_argument("--z3", metavar="N,...", help="the ZeRO-3 replay at these world sizes (with --z3-out)")
     ap.add_argument("--z3-out", metavar="FILE")
+    ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager",
+                    help="--z3's models' attention (sdpa: 2.x's, as hf_torch.py's --attn sdpa)")
     m = ap.parse_args()
+    if m.attn == "sdpa" and (hf_torch.TV < (2, 0) or not m.z3 or m.hooks or m.release_order):
+        ap.error("--attn sdpa: with --z3 alone, under PyTorch 2.x (its scaled_dot_product_attention)")
     model, cfg = build(m.model, "0")
     if m.release_order:
         sys.exit(release_order(model, cfg, m.release_order))
@@ -116,19 +122,20 @@ def main():
     if m.z3:  # the same process again
         with open(m.z3_out, "w") as f:
             for world in (int(w) for w in m.z3.split(",")):
-                print(json.dumps(z3_replay(m.model, world, steps=2)), file=f)
+                print(json.dumps(z3_replay(m.model, world, steps=2, sdpa=m.attn == "sdpa")), file=f)
 
 
-def build(path, dropout):
-    """The reference model (seq 32, batch 2, fp32, eager), dropout "0" or
-    the config's (as zerosim reads it: --hooks), and its config"""
+def build(path, dropout, sdpa=False):
+    """The reference model (seq 32, batch 2, fp32, eager unless sdpa),
+    dropout "0" or the config's (as zerosim reads it: --hooks), and its
+    config"""
     a = argparse.Namespace(model=path, dropout=dropout, tied=None, recompute="none", mask="where")
     _, family, cfg, tied = hf_torch.build(a)
     torch.manual_seed(0)
     if family == "gpt2":
-        model = hf_torch.GPT2LMHeadModel(cfg, tied, a.mask, False)
+        model = hf_torch.GPT2LMHeadModel(cfg, tied, a.mask, sdpa)
     elif family in hf_torch.FAMILY_ATTENTION:
-        model = hf_torch.LlamaForCausalLM(cfg, tied, False, hf_torch.FAMILY_ATTENTION[family])
+        model = hf_torch.LlamaForCausalLM(cfg, tied, sdpa, hf_torch.FAMILY_ATTENTION[family])
     else:
         sys.exit(f"ds3_saved: model_type {family!r} is not gpt2 or {', '.join(hf_torch.FAMILY_ATTENTION)}")
     model.train()
@@ -469,7 +476,7 @@ class Zero3:
         return total_norm
 
 
-def z3_replay(path, world, bucket=100000, steps=3):
+def z3_replay(path, world, bucket=100000, steps=3, sdpa=False):
     """DeepSpeed's ZeRO-3 (Zero3) over the reference model with its
     config's dropout and DeepSpeed's four hooks on every module, `steps`
     steps of the engine (engine.py backward 2085-2152: loss.mean().detach()
@@ -479,7 +486,7 @@ def z3_replay(path, world, bucket=100000, steps=3):
     torch.profiler: the live bytes between steps (after the last), each
     step's peak and the phase where it falls."""
     from torch.profiler import ProfilerActivity, profile
-    model, cfg = build(path, "config")
+    model, cfg = build(path, "config", sdpa)
     src = []
     for p in model.parameters():
         n = p.numel()
@@ -495,7 +502,7 @@ def z3_replay(path, world, bucket=100000, steps=3):
     gc.collect()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         hf_torch.mark("build")
-        model, cfg = build(path, "config")
+        model, cfg = build(path, "config", sdpa)
         labels = ids.clone()
         data = ids.clone()
         zo = Zero3(model, world, bucket, src)
@@ -524,7 +531,7 @@ def z3_replay(path, world, bucket=100000, steps=3):
     del losses
     stream = hf_torch.replay(hf_torch.memory_events(prof))
     peaks = [hf_torch.analyse_step(stream, s) for s in range(1, steps + 1)]
-    return dict(model=path, world=world, torch=torch.__version__, between=stream[-1][0],
+    return dict(model=path, world=world, torch=torch.__version__, sdpa=sdpa, between=stream[-1][0],
                 peaks=[x["peak"] for x in peaks], phases=[x["phase"] for x in peaks],
                 starts=[x["start_bytes"] for x in peaks])
 

@@ -1125,9 +1125,6 @@ static int check_ds_wrapper(const struct zs_config *c, char **cause)
 		return zs_fail(cause, "--precision %s with --wrapper deepspeed: DeepSpeed 0.16.5 has no autocast (its bf16 casts "
 		               "the module: give --precision mixed, or fp32)",
 		               zs_precision_name(c->precision));
-	if (c->torch_version != ZS_TORCH_1_13)
-		return zs_fail(cause, "--torch-version 2.6 with --wrapper deepspeed: only 1.13 is built so far (give "
-		               "--torch-version 1.13)");
 	/* the engine's zero_grad sets every .grad to None (stage_1_and_2.py
 	 * 1638-1651), whatever torch's default */
 	if (c->given & ZS_KEY_BIT(ZS_KEY_ZERO_GRAD))
