@@ -307,9 +307,15 @@ class Zero3:
             del flat
             p.data = rep.view(self.shape[k])
             del rep
-            acc = p.expand_as(p).grad_fn.next_functions[0][0]
-            acc.register_hook(lambda *_, p=p: self.grad_hook(p))
-            self.grad_accs.append(acc)
+            # register_grad_hook (utils/torch.py 25-31): 2.1 and later the
+            # parameter's post-accumulate-grad hook, before that a hook
+            # on its AccumulateGrad node
+            if hf_torch.TV >= (2, 1):
+                p.register_post_accumulate_grad_hook(lambda p: self.grad_hook(p))
+            else:
+                acc = p.expand_as(p).grad_fn.next_functions[0][0]
+                acc.register_hook(lambda *_, p=p: self.grad_hook(p))
+                self.grad_accs.append(acc)
             p.data = torch.empty(0)
         self.ipg, self.used = [], 0
         self.global_grad_norm = 0.  # 191
