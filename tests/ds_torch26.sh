@@ -27,8 +27,9 @@
 #  - the comparison fails on a one-byte change to PyTorch's figures.
 # Not compared with DeepSpeed itself (not installable here). make
 # check-torch26 runs it (`tests/ds_torch26.sh torch26`); without the
-# root: skip (77), or fail under ZS_REQUIRE_TORCH26=1. About 40 s on a
-# 2-core machine (the three PyTorch runs side by side).
+# root: skip (77), or fail under ZS_REQUIRE_TORCH26=1. About 36 s of CPU
+# (2.5 minutes' wall at a load of 16 on 2 cores; the three PyTorch runs
+# side by side).
 set -u
 top=${ZS_BUILDDIR:-.}
 src=${srcdir:-.}
@@ -36,6 +37,7 @@ zerosim=$top/zerosim
 models=$src/report/models
 [ -x "$zerosim" ] || { echo "ds_torch26: $zerosim is not built" >&2; exit 99; }
 fail() { echo "ds_torch26: FAIL: $*" >&2; exit 1; }
+# shellcheck disable=SC2034 # (torch_python.sh names the test by it)
 name=ds_torch26
 . "$src/tests/torch_python.sh" # (the skip outside make check-torch26; PyTorch runs in the root)
 command -v python3 >/dev/null || { echo "SKIP: ds_torch26: no python3 to read the files"; exit 77; }
