@@ -554,6 +554,10 @@ bad_measure "$moe_no --wrapper fsdp --schemes zero2 (give zero3: FULL_SHARD)" --
 	--framework torch --torch-version 1.13 --torch-device cpu --wrapper fsdp --world 2 --schemes zero2
 bad_measure "$moe_no --wrapper fsdp under PyTorch 2.6 (give --torch-version 1.13)" --model mixtral-8x7b --seq 8 \
 	--framework torch --torch-version 2.6 --torch-device cpu --wrapper fsdp --world 2 --schemes zero3
+# DeepSpeed's engine over a mixture: 1.13's step alone (tests/ds_moe_torch.sh;
+# tests/ds_torch26.sh holds the dense models to 2.6)
+bad_measure "$moe_no --wrapper deepspeed under PyTorch 2.6 (give --torch-version 1.13)" --model mixtral-8x7b --seq 8 \
+	--framework deepspeed --torch-version 2.6 --torch-device cpu --wrapper deepspeed --world 2 --schemes zero1
 bad_measure "$moe_no --wrapper fsdp --grad-accum 2 (give 1)" --model mixtral-8x7b --seq 8 \
 	--framework torch --torch-version 1.13 --torch-device cpu --wrapper fsdp --world 2 --schemes zero3 --grad-accum 2
 bad_measure "$moe_no --wrapper fsdp --zero-grad none (give zeros)" --model mixtral-8x7b --seq 8 \

@@ -72,6 +72,9 @@ ds_tensor (defragment takes the trainable groups alone, stage3.py
 (1161-1166), the persistent list every persistent parameter
 (parameter_offload.py 256-268); one JSON line an (N, case) into FILE,
 with each phase mark's live bytes in step 2 and each phase's peak there.
+--attn sdpa (with --z3 alone, 2.x: PyTorch
+2.6's root, tests/ds_torch26.sh): the models' attention through
+scaled_dot_product_attention, as hf_torch.py's --attn sdpa.
 """
 import argparse
 import gc
@@ -95,7 +98,11 @@ def main():
                     help="the ZeRO-3 replay with LoRA on these targets (none: none), FREEZE frozen")
     ap.add_argument("--z3-case-worlds", metavar="N,...", default="1,2")
     ap.add_argument("--lora-r", type=int, default=4)
+    ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager",
+                    help="--z3's models' attention (sdpa: 2.x's, as hf_torch.py's --attn sdpa)")
     m = ap.parse_args()
+    if m.attn == "sdpa" and (hf_torch.TV < (2, 0) or not m.z3 or m.hooks or m.release_order):
+        ap.error("--attn sdpa: with --z3 alone, under PyTorch 2.x (its scaled_dot_product_attention)")
     model, cfg = build(m.model, "0")
     if m.release_order:
         sys.exit(release_order(model, cfg, m.release_order))
@@ -136,7 +143,7 @@ def main():
     if m.z3:  # the same process again
         with open(m.z3_out, "w") as f:
             for world in (int(w) for w in m.z3.split(",")):
-                print(json.dumps(z3_replay(m.model, world, steps=2)), file=f)
+                print(json.dumps(z3_replay(m.model, world, steps=2, sdpa=m.attn == "sdpa")), file=f)
             for case in m.z3_case:
                 targets, _, freeze = case.partition("/")
                 for world in (int(w) for w in m.z3_case_worlds.split(",")):
@@ -146,20 +153,20 @@ def main():
                     print(json.dumps(r), file=f)
 
 
-def build(path, dropout, lora=None, freeze=None):
-    """The reference model (seq 32, batch 2, fp32, eager), dropout "0" or
-    the config's (as zerosim reads it: --hooks), and its config; lora (r,
-    targets): PEFT's adapters on it, the base frozen (tests/ft_torch.py's
-    apply_lora and its _mark_only_adapters_as_trainable); freeze: a
-    --freeze pattern, the parameters it names frozen after that
+def build(path, dropout, lora=None, freeze=None, sdpa=False):
+    """The reference model (seq 32, batch 2, fp32, eager unless sdpa),
+    dropout "0" or the config's (as zerosim reads it: --hooks), and its
+    config; lora (r, targets): PEFT's adapters on it, the base frozen
+    (tests/ft_torch.py's apply_lora and its _mark_only_adapters_as_trainable);
+    freeze: a --freeze pattern, the parameters it names frozen after that
     (ft_torch.py's freeze_matches, over Hugging Face's names)"""
     a = argparse.Namespace(model=path, dropout=dropout, tied=None, recompute="none", mask="where")
     _, family, cfg, tied = hf_torch.build(a)
     torch.manual_seed(0)
     if family == "gpt2":
-        model = hf_torch.GPT2LMHeadModel(cfg, tied, a.mask, False)
+        model = hf_torch.GPT2LMHeadModel(cfg, tied, a.mask, sdpa)
     elif family in hf_torch.FAMILY_ATTENTION:
-        model = hf_torch.LlamaForCausalLM(cfg, tied, False, hf_torch.FAMILY_ATTENTION[family])
+        model = hf_torch.LlamaForCausalLM(cfg, tied, sdpa, hf_torch.FAMILY_ATTENTION[family])
     else:
         sys.exit(f"ds3_saved: model_type {family!r} is not gpt2 or {', '.join(hf_torch.FAMILY_ATTENTION)}")
     if lora is not None:
@@ -349,9 +356,15 @@ class Zero3:
             del flat
             p.data = rep.view(self.shape[k])
             del rep
-            acc = p.expand_as(p).grad_fn.next_functions[0][0]
-            acc.register_hook(lambda *_, p=p: self.grad_hook(p))
-            self.grad_accs.append(acc)
+            # register_grad_hook (utils/torch.py 25-31): 2.1 and later the
+            # parameter's post-accumulate-grad hook, before that a hook
+            # on its AccumulateGrad node
+            if hf_torch.TV >= (2, 1):
+                p.register_post_accumulate_grad_hook(lambda p: self.grad_hook(p))
+            else:
+                acc = p.expand_as(p).grad_fn.next_functions[0][0]
+                acc.register_hook(lambda *_, p=p: self.grad_hook(p))
+                self.grad_accs.append(acc)
             p.data = torch.empty(0)
         self.ipg, self.used = [], 0
         self.global_grad_norm = 0.  # 191
@@ -518,7 +531,7 @@ class Zero3:
         return total_norm
 
 
-def z3_replay(path, world, bucket=100000, steps=3, lora=None, freeze=None):
+def z3_replay(path, world, bucket=100000, steps=3, lora=None, freeze=None, sdpa=False):
     """DeepSpeed's ZeRO-3 (Zero3) over the reference model with its
     config's dropout and DeepSpeed's four hooks on every module, `steps`
     steps of the engine (engine.py backward 2085-2152: loss.mean().detach()
@@ -528,7 +541,7 @@ def z3_replay(path, world, bucket=100000, steps=3, lora=None, freeze=None):
     torch.profiler: the live bytes between steps (after the last), each
     step's peak and the phase where it falls."""
     from torch.profiler import ProfilerActivity, profile
-    model, cfg = build(path, "config", lora, freeze)
+    model, cfg = build(path, "config", lora, freeze, sdpa)
     src = []
     for p in model.parameters():
         n = p.numel()
@@ -544,7 +557,7 @@ def z3_replay(path, world, bucket=100000, steps=3, lora=None, freeze=None):
     gc.collect()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         hf_torch.mark("build")
-        model, cfg = build(path, "config", lora, freeze)
+        model, cfg = build(path, "config", lora, freeze, sdpa)
         labels = ids.clone()
         data = ids.clone()
         zo = Zero3(model, world, bucket, src)
@@ -583,7 +596,7 @@ def z3_replay(path, world, bucket=100000, steps=3, lora=None, freeze=None):
                 break
         elif cur is not None:
             phase_peaks[cur] = max(phase_peaks.get(cur, live), live)
-    return dict(model=path, world=world, torch=torch.__version__, between=stream[-1][0],
+    return dict(model=path, world=world, torch=torch.__version__, sdpa=sdpa, between=stream[-1][0],
                 peaks=[x["peak"] for x in peaks], phases=[x["phase"] for x in peaks],
                 starts=[x["start_bytes"] for x in peaks], case=None,
                 marks1={label: live for label, live in peaks[0]["boundaries"] if not label.startswith("step:")},

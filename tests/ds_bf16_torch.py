@@ -69,8 +69,11 @@ _allgather_base: its allgather into the partitions' views, which makes a
 flat output of gloo's own, ProcessGroupGloo's newLikeFlat, not
 DeepSpeed's: not looked at apart, it is in the optimizer phase, where
 no mark falls and the peak is not on these models). gloo in 1.13
-reduces no bf16 tensor ("Invalid scalar type"), so bf16 runs at N = 1
-alone.
+reduces no bf16 tensor ("Invalid scalar type"), so there bf16 runs at
+N = 1 alone; under 2.x (PyTorch 2.6's Debian 13 root, tests/ds_torch26.sh)
+at every N (the all-gather written as under 1.13).
+--attn sdpa (2.x alone): the models' attention through
+scaled_dot_product_attention, as hf_torch.py's --attn sdpa.
 
 Prints one JSON object a run: the bytes live between steps (after the
 last step), the steady step's peak (the last step) and the phase where it
@@ -84,7 +87,7 @@ transcribed: the run exits 1 saying so. Exit 0; 2 bad usage.
 
 Usage: python3 ds_bf16_torch.py MODEL.json... [--dtype bf16,fp32] [--stage 1,2]
        [--world 1,2] [--bucket 100000] [--steps 3] [--seq 32] [--batch 2]
-       [--dropout config|0] [--lora MODEL.json [--lora-r 4] [--lora-freeze PATTERN]
+       [--dropout config|0] [--attn eager|sdpa] [--lora MODEL.json [--lora-r 4] [--lora-freeze PATTERN]
        [--lora-dtype fp32,bf16] [--lora-dropout P]] [--freeze MODEL.json=PATTERN]
        [--accum MODEL.json=K] [--recompute MODEL.json]
 (one JSON line per world, model, dtype and stage; at N > 1 rank 0's with
@@ -372,9 +375,9 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         mark("build")
         if family == "gpt2":
-            model = hf_torch.GPT2LMHeadModel(cfg, tied, b.mask, False)
+            model = hf_torch.GPT2LMHeadModel(cfg, tied, b.mask, a.attn == "sdpa")
         elif family in hf_torch.FAMILY_ATTENTION:
-            model = hf_torch.LlamaForCausalLM(cfg, tied, False, hf_torch.FAMILY_ATTENTION[family])
+            model = hf_torch.LlamaForCausalLM(cfg, tied, a.attn == "sdpa", hf_torch.FAMILY_ATTENTION[family])
         else:
             sys.exit(f"ds_bf16_torch: model_type {family!r}: gpt2 and the llama-like families (the mixtures too) only")
         model.train()
@@ -445,7 +448,7 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
     step_peaks = [hf_torch.analyse_step(stream, t)["peak"] for t in range(1, a.steps + 1)] if routing else None
     return dict(routing=routing, step_peaks=step_peaks, model=model_json, dtype=dtype, stage=stage, lora=lora, freeze=freeze, lora_dropout=lora_dropout,
                 accum=accum, recompute=recompute, world=world, rank=rank, bucket=a.bucket, batch=a.batch, seq=a.seq,
-                torch=torch.__version__,
+                torch=torch.__version__, attn=a.attn,
                 params=zo.S, between=stream[-1][0], peak=last["peak"], peak_phase=last["phase"],
                 peak_after=last["after"], marks={l: v for l, v in last["boundaries"]}, losses=losses,
                 first_peak=first["peak"], first_marks={l: v for l, v in first["boundaries"]})
@@ -461,6 +464,8 @@ def main():
     ap.add_argument("--seq", type=int, default=32)
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--dropout", choices=["0", "config"], default="config")
+    ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager",
+                    help="the models' attention: sdpa is 2.x's scaled_dot_product_attention (hf_torch.py's)")
     ap.add_argument("--world", default="1", help="N ranks over gloo (1: no process group), or several, comma-separated")
     ap.add_argument("--lora", action="append", default=[], metavar="MODEL.json",
                     help="also MODEL.json in fp32 under LoRA (each --stage; repeatable)")
@@ -487,6 +492,8 @@ def main():
         ap.error(f"--world {a.world}: sizes, comma-separated")
     if not set(dtypes) <= {"bf16", "fp32"} or not set(stages) <= {"1", "2"}:
         ap.error("--dtype takes bf16 and fp32, --stage 1 and 2")
+    if a.attn == "sdpa" and hf_torch.TV < (2, 0):
+        ap.error(f"--attn sdpa: PyTorch {torch.__version__} has no scaled_dot_product_attention (2.x's)")
     torch.set_num_threads(1)  # hf_torch.py's run(): LayerNorm's scratch
     cases = [(m, dt, int(st)) for m in a.models for dt in dtypes for st in stages]
     lora = [(m, dt, int(st), True, a.lora_freeze) for m in a.lora for dt in a.lora_dtype.split(",") for st in stages]
@@ -511,10 +518,12 @@ def main():
         # its pinned group, ddp_group: each collective waited and followed
         # by one more, so that every free is the caller's); rank 0 prints
         # each case with every rank's figures. gloo in 1.13 reduces no
-        # bf16 ("Invalid scalar type"): bf16 at N = 1 alone, said on stderr.
-        if "bf16" in dtypes:
+        # bf16 ("Invalid scalar type"): there bf16 at N = 1 alone, said on
+        # stderr; 2.x's gloo reduces it (the plain dtypes' cases, as fp32's).
+        bf16 = hf_torch.TV >= (2, 0)
+        if "bf16" in dtypes and not bf16:
             sys.stderr.write(f"ds_bf16_torch: bf16 not run at N = {w}: gloo in PyTorch 1.13 reduces no bf16 tensor\n")
-        cw = [c for c in cases if c[1] != "bf16" and (len(c) < 5 or c in lora)]  # (not --freeze's or --accum's fp32)
+        cw = [c for c in cases if (bf16 or c[1] != "bf16") and (len(c) < 5 or c in lora)]  # (not --freeze's or --accum's)
         if cw:
             hf_torch.spawn(worker, w, lambda store, w=w, cw=cw: (a, w, cw, store))
 

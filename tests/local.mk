@@ -169,6 +169,10 @@ EXTRA_DIST += tests/ds3_torch.sh tests/ds3_saved.py
 # name, its bytes by hand (docs/schedule.md, "DeepSpeed over the PyTorch step")
 TESTS += tests/ds_bf16_torch.sh
 EXTRA_DIST += tests/ds_bf16_torch.sh tests/ds_bf16_torch.py
+# --wrapper deepspeed under PyTorch 2.6 (ZeRO-1/2 fp32 and bf16, eager and
+# SDPA, ZeRO-3), the transcriptions above run in 2.6's root: make
+# check-torch26 alone (TORCH26_RUNS), not make check
+EXTRA_DIST += tests/ds_torch26.sh
 # A mixture of experts under --wrapper deepspeed (ZeRO-1/2, fp32): measure =
 # theory and the refusals (make check); the theory = PyTorch 1.13's
 # allocator over the same transcription (make check-torch)
@@ -381,7 +385,7 @@ EXTRA_DIST += tests/families_full.sh
 # a few minutes: once per CI run (.ci/run, ZS_REQUIRE_TORCH26=1). Each test
 # a target of its own, so that make -j check-torch26 runs them side by side
 # (the longest first); each target a phony run, never taken for done.
-TORCH26_RUNS = hf_torch moe_hf_torch ft_zero1 ft_lora ft_accum ft_fsdp ft_freeze ft_fsdp_lora
+TORCH26_RUNS = hf_torch moe_hf_torch ft_zero1 ft_lora ft_accum ft_fsdp ft_freeze ft_fsdp_lora ds_torch26
 # The root is made (or found) once, before them: made side by side, each
 # would run debootstrap; its failure is each test's to report (a skip, or a
 # failure under ZS_REQUIRE_TORCH26=1).

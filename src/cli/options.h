@@ -77,9 +77,9 @@ struct zs_opt {
  * the two helps cannot drift apart. A string literal, to stand inside each
  * command's usage text. */
 #define ZS_HELP_TORCH_STEP \
-	"      --torch-version V  --wrapper none, ddp, fsdp, deepspeed (1.13 alone so\n" \
-	"                         far) only: the PyTorch followed, 1.13 or 2.6\n" \
-	"                         (default; its defaults below); the\n" \
+	"      --torch-version V  --wrapper none, ddp, fsdp or deepspeed only: the\n" \
+	"                         PyTorch followed, 1.13 or 2.6 (default; its\n" \
+	"                         defaults below); the\n" \
 	"                         plain loop's step is described for fp32 or\n" \
 	"                         amp-bf16 on the CPU, eager attention or (2.6)\n" \
 	"                         sdpa with as many k/v heads as heads; on CUDA\n" \
@@ -107,13 +107,20 @@ struct zs_opt {
 	"                         deepspeed (DeepSpeed's engine over it, --framework\n" \
 	"                         deepspeed: ZeRO-1 or ZeRO-2, or ZeRO-3 (N > 1: every\n" \
 	"                         parameter persisting; --steps 2 or more at any N),\n" \
-	"                         fp32, PyTorch 1.13, one a run, each rank's bytes\n" \
-	"                         its own; --ds-reduce-bucket sets its bucket; ZeRO-1\n" \
+	"                         fp32, PyTorch 1.13 or 2.6, one a run, each rank's\n" \
+	"                         bytes its own; --ds-reduce-bucket sets its bucket;\n" \
+	"                         ZeRO-1\n" \
 	"                         and 2 with --freeze, --lora-r, --recompute full,\n" \
-	"                         --grad-accum; ZeRO-3 with --freeze and --lora-r\n" \
-	"                         (frozen parameters partitioned too); ZeRO-1 and 2 in\n" \
-	"                         DeepSpeed's bf16, --precision mixed:\n" \
-	"                         module.bfloat16(), gpt2, llama)\n" \
+	"                         --grad-accum; ZeRO-3 with --freeze and --lora-r
+" \
+	"                         (frozen parameters partitioned too); ZeRO-1 and 2 in
+" \
+	"                         DeepSpeed's bf16, --precision mixed:
+" \
+	"                         module.bfloat16(), gpt2, llama; with --attn sdpa
+" \
+	"                         where SDPA runs its flash kernel)
+" \
 	"      --grad-accum K     --wrapper none, ddp, fsdp or deepspeed, --framework\n" \
 	"                         deepspeed\n" \
 	"                         (no --offload) or --framework paper (the MLP and the\n" \

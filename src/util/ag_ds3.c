@@ -250,7 +250,9 @@ static void reduce_n(struct ds3 *d, const size_t *k, const uint64_t *bo_of, enum
 	free(pad);
 }
 
-/* A gradient from its AccumulateGrad hook
+/* A gradient from its AccumulateGrad hook (register_grad_hook,
+ * utils/torch.py 25-31: under 2.1 and later the parameter's
+ * post-accumulate-grad hook, which fires at the same point)
  * (reduce_independent_p_g_buckets_and_remove_grads, 1258-1271): the
  * bucket reduced first when it would overflow and is not empty; then
  * __add_grad_to_ipg_bucket (1275-1290) copies it into the bucket's next

@@ -2063,7 +2063,9 @@ static T sdpa_fwd(struct bld *b, struct sdpa_saved *s, T q, T k, T v)
 	const struct ag_tensor q_ = b->s->tensor[q], *qt = &q_; /* a copy: the array grows */
 	uint64_t B = qt->shape[0], h = qt->shape[1], Tn = qt->shape[2], hd = qt->shape[3];
 	int amp = b->o->amp != AG_F32;
-	enum ag_dtype dt = amp ? b->o->amp : AG_F32;
+	/* (a 16-bit module's own q, k, v, DeepSpeed's bf16: the kernel in
+	 * their dtype, as under autocast less the casts) */
+	enum ag_dtype dt = amp ? b->o->amp : b->s->tensor[q].dtype;
 	s->qcast = s->kcast = 0;
 	if (amp) { /* cached_cast of each argument, the last first; each one holder more */
 		s->kcast = b->s->tensor[k].dtype != dt;
@@ -2078,7 +2080,7 @@ static T sdpa_fwd(struct bld *b, struct sdpa_saved *s, T q, T k, T v)
 	T lse = TMP("_scaled_dot_product_flash_attention_for_cpu (logsumexp)", AG_F32, B, h, Tn);
 	uint64_t qs = flash_qsplit(Tn), kvs = flash_kvsplit(Tn);
 	T ws = TMP("_scaled_dot_product_flash_attention_for_cpu (workspace)", AG_F32, 1, qs * kvs + 2 * qs + qs * hd);
-	T wr = amp ? TMP("_scaled_dot_product_flash_attention_for_cpu (buf_reduced)", dt, 1, qs, kvs) : NO;
+	T wr = dt != AG_F32 ? TMP("_scaled_dot_product_flash_attention_for_cpu (buf_reduced)", dt, 1, qs, kvs) : NO;
 	T ov = vw(b, ost, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)(Tn * h * hd), (int64_t)hd,
 	                                                           (int64_t)(h * hd), 1 }, 0);
 	struct ag_event *e = op(b, AG_OP_SDPA_FLASH, q, k, v, ov, lse, NO);
@@ -7978,6 +7980,9 @@ const char *ag_ds3_marks_lacking(const struct zs_model *m, const struct ag_optio
 	        * trained alone: tests/ds3_torch.sh) */
 	       : o->freeze && *o->freeze ? "--freeze"
 	       : o->amp != AG_F32 || o->mdt != AG_F32 ? "16-bit compute (autocast, DeepSpeed's bf16)"
+	       /* the first step at N > 1 is held to 1.13's replay alone (2.6's
+	        * module-hook marks differ: docs/schedule.md "Under PyTorch 2.6") */
+	       : o->version != ZS_TORCH_1_13 ? "PyTorch 2.6 (its first step is compared under 1.13 alone)"
 	                                        : NULL;
 }
 
@@ -8139,6 +8144,17 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (o->attn == ZS_ATTN_SDPA && o->version == ZS_TORCH_1_13)
 		return refuse(cause, "--attn sdpa: PyTorch 1.13 has no scaled_dot_product_attention (give --attn eager, or "
 		              "--torch-version 2.6)");
+	/* a bf16 module's SDPA (DeepSpeed's bf16): 2.6's CPU flash kernel
+	 * runs in bf16 (sdpa_fwd), checked against 2.6's allocator
+	 * (tests/ds_torch26.sh); the math path (fewer k/v heads than heads,
+	 * or attention dropout) first copies q, k and v to fp32 and its
+	 * output back (attention.cpp, _scaled_dot_product_attention_math's
+	 * query_acc, key_acc, value_acc and .to(origin_dtype)), which
+	 * sdpa_math does not describe */
+	if (o->attn == ZS_ATTN_SDPA && o->mdt != AG_F32 && (m->kv_heads != m->heads || m->attn_pdrop > 0))
+		return refuse(cause, "--attn sdpa with a bf16 module (DeepSpeed's bf16) and %s: SDPA's math path, whose fp32 "
+		              "copies of q, k and v are not described yet (give --attn eager, or --precision fp32)",
+		              m->kv_heads != m->heads ? "fewer k/v heads than heads" : "attention dropout");
 	/* transformers 5.x passes enable_gqa=True from torch 2.5 with no mask
 	 * (integrations/sdpa_attention.py, use_gqa_in_sdpa); 2.6's CPU flash
 	 * kernel takes no grouped heads, so SDPA runs its math path

@@ -218,6 +218,9 @@ void zs_moe_scope(const struct zs_config *c, const char *model_type, unsigned fl
 		snprintf(what, n, "--wrapper deepspeed --schemes zero3 (give zero1 or zero2, or --wrapper auto)");
 	else if (c->wrapper == ZS_WRAPPER_DEEPSPEED && c->precision != ZS_FP32)
 		snprintf(what, n, "--wrapper deepspeed --precision %s (give fp32)", zs_precision_name(c->precision));
+	/* (tests/ds_torch26.sh holds the dense models alone to 2.6) */
+	else if (c->wrapper == ZS_WRAPPER_DEEPSPEED && c->torch_version != ZS_TORCH_1_13)
+		snprintf(what, n, "--wrapper deepspeed under PyTorch 2.6 (give --torch-version 1.13)");
 	else if (c->framework == ZS_FW_TORCH && c->wrapper != ZS_WRAPPER_NONE && c->wrapper != ZS_WRAPPER_DDP &&
 	         c->wrapper != ZS_WRAPPER_FSDP)
 		snprintf(what, n, "--framework torch --wrapper %s (give --wrapper none)", zs_wrapper_name(c->wrapper));
