@@ -106,21 +106,16 @@ struct zs_opt {
 	"                         FULL_SHARD, zero2 SHARD_GRAD_OP; one a run);\n" \
 	"                         deepspeed (DeepSpeed's engine over it, --framework\n" \
 	"                         deepspeed: ZeRO-1 or ZeRO-2, or ZeRO-3 (N > 1: every\n" \
-	"                         parameter persisting; --steps 2 or more at any N),\n" \
+	"                         parameter persisting; its first step under 1.13),\n" \
 	"                         fp32, PyTorch 1.13 or 2.6, one a run, each rank's\n" \
 	"                         bytes its own; --ds-reduce-bucket sets its bucket;\n" \
 	"                         ZeRO-1\n" \
 	"                         and 2 with --freeze, --lora-r, --recompute full,\n" \
-	"                         --grad-accum; ZeRO-3 with --freeze and --lora-r
-" \
-	"                         (frozen parameters partitioned too); ZeRO-1 and 2 in
-" \
-	"                         DeepSpeed's bf16, --precision mixed:
-" \
-	"                         module.bfloat16(), gpt2, llama; with --attn sdpa
-" \
-	"                         where SDPA runs its flash kernel)
-" \
+	"                         --grad-accum; ZeRO-3 with --freeze and --lora-r\n" \
+	"                         (frozen parameters partitioned too); ZeRO-1 and 2 in\n" \
+	"                         DeepSpeed's bf16, --precision mixed:\n" \
+	"                         module.bfloat16(), gpt2, llama; with --attn sdpa\n" \
+	"                         where SDPA runs its flash kernel)\n" \
 	"      --grad-accum K     --wrapper none, ddp, fsdp or deepspeed, --framework\n" \
 	"                         deepspeed\n" \
 	"                         (no --offload) or --framework paper (the MLP and the\n" \
