@@ -975,6 +975,8 @@ for cmd in measure theory; do
 		$op --schemes zero2 --fsdp-orig-params on --out "$keep"
 	try 2 "--fsdp-orig-params on with --grad-accum K > 1 (give --grad-accum 1): not compared with PyTorch yet" \
 		$op --grad-accum 2 --fsdp-orig-params on --out "$keep"
+	try 2 "--fsdp-orig-params on with Adam's foreach or fused (give --optimizer-impl single): not compared with PyTorch yet" \
+		$op --optimizer-impl foreach --fsdp-orig-params on --out "$keep"
 	try 2 "--fsdp-orig-params on with --lora-r (give --fsdp-orig-params off: PEFT's wrap policy): not compared with PyTorch yet" \
 		$cmd --framework torch $fsdp --world 2 --schemes zero3 --lora-r 4 --fsdp-orig-params on --out "$keep"
 	try 2 "--fsdp-orig-params on with a --precision other than fp32 (give --precision fp32): not compared with PyTorch yet" \

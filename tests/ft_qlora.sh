@@ -147,7 +147,19 @@ refuse "--load-dtype bf16, non-reentrant checkpointing" "non-reentrant with --lo
 rm=gpt2
 refuse "--load-dtype bf16 over gpt2" "--load-dtype bf16 with a model that is not a llama" --lora-r 4 \
 	--quant-base nf4 --load-dtype bf16
+# (a config with dropout: no row has a bf16 dropout's noise, with or
+# without autocast)
+sed 's/"silu"/"silu", "attention_dropout": 0.1/' "$tmp/llama.json" >"$tmp/llama-drop.json"
+rm=llama-drop
+for p in fp32 amp-bf16; do
+	refuse "--load-dtype bf16 with the config's dropout, $p" "--load-dtype bf16 with dropout (the model's config" \
+		--lora-r 4 --quant-base nf4 --load-dtype bf16 --precision $p
+done
 rm=llama
+# (DeepSpeed's engine over the PyTorch step: neither its flat buffers nor
+# stage 3's partitions of a packed weight described; its own step runs it)
+refuse "--quant-base nf4 under --wrapper deepspeed" "--quant-base nf4 with --wrapper deepspeed: not described yet" \
+	--lora-r 4 --quant-base nf4 --framework deepspeed --wrapper deepspeed --world 2 --schemes zero2
 # a case has no key for the dtype the model is loaded in: --write-case
 # refuses it and writes no case (the 4-bit base it writes: case_lora.sh)
 cmd=measure refuse "--load-dtype bf16 with --write-case" "--load-dtype bf16 with --write-case: a case has no key" \

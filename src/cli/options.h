@@ -109,9 +109,8 @@ struct zs_opt {
 	"                         parameter persisting; its first step under 1.13),\n" \
 	"                         fp32, PyTorch 1.13 or 2.6, one a run, each rank's\n" \
 	"                         bytes its own; --ds-reduce-bucket sets its bucket;\n" \
-	"                         ZeRO-1\n" \
-	"                         and 2 with --freeze, --lora-r, --recompute full,\n" \
-	"                         --grad-accum; ZeRO-3 with --freeze and --lora-r\n" \
+	"                         ZeRO-1 and 2 with --freeze, --lora-r, --recompute\n" \
+	"                         full, --grad-accum; ZeRO-3 with --freeze, --lora-r\n" \
 	"                         (frozen parameters partitioned too); ZeRO-1 and 2 in\n" \
 	"                         DeepSpeed's bf16, --precision mixed:\n" \
 	"                         module.bfloat16(), gpt2, llama; with --attn sdpa\n" \

@@ -8103,6 +8103,9 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		                 : o->lora_dropout > 0 ? "--lora-dropout (give 0)"
 		                 : o->freeze && *o->freeze ? "--freeze"
 		                 : o->attn == ZS_ATTN_SDPA ? "--attn sdpa (give --attn eager)"
+		                 /* no row has a bf16 dropout's noise */
+		                 : m->embd_pdrop > 0 || m->attn_pdrop > 0 || m->resid_pdrop > 0
+		                         ? "dropout (the model's config; give a config without it)"
 		                                           : NULL;
 		if (no)
 			return refuse(cause, "--load-dtype bf16 with %s is not described yet", no);

@@ -1063,6 +1063,8 @@ static int check_fsdp_orig_params(const struct zs_config *c, char **cause)
 	                   : c->prefetch != ZS_PREFETCH_NONE ? "--prefetch backward-pre (give --prefetch none)"
 	                   : c->lora_r                  ? "--lora-r (give --fsdp-orig-params off: PEFT's wrap policy)"
 	                   : c->hf_recompute            ? "--recompute full (give --recompute none)"
+	                   : zs_optim_impl_resolve(c) != ZS_OPTIM_SINGLE
+	                           ? "Adam's foreach or fused (give --optimizer-impl single)"
 	                                                : NULL;
 	if (what != NULL)
 		return zs_fail(cause, "--fsdp-orig-params on with %s: not compared with PyTorch yet", what);
@@ -1146,6 +1148,12 @@ static int check_ds_wrapper(const struct zs_config *c, char **cause)
 	 * the frozen parameters partitioned too): stage 3's own accumulation
 	 * and overlap_comm (on by default for stage 3, runtime/zero/config.py
 	 * 351-354) are not built */
+	/* QLoRA's 4-bit base under DeepSpeed's engine: neither a stage 1/2
+	 * flat buffer nor stage 3's partitions of a packed uint8 weight are
+	 * described or compared (DeepSpeed's own step runs it: --wrapper auto) */
+	if (c->quant_nf4)
+		return zs_fail(cause, "--quant-base nf4 with --wrapper deepspeed: not described yet (give --wrapper auto: "
+		               "DeepSpeed's own step, dp, zero1 or zero2)");
 	if (c->nschemes > 0 && c->schemes[0] == ZS_ZERO3) {
 		const char *what = c->grad_accum > 1 ? "--grad-accum"
 		                 : (c->given & ZS_KEY_BIT(ZS_KEY_DS_OVERLAP_COMM)) ? "--ds-overlap-comm" : NULL;
