@@ -74,7 +74,9 @@ alone.
 
 Prints one JSON object a run: the bytes live between steps (after the
 last step), the steady step's peak (the last step) and the phase where it
-falls, the losses; for a mixture of experts (tests/ds_moe_torch.sh: the
+falls, the losses, "optimizer_events": the last step's allocations and
+frees (+bytes, -bytes) in order from its optimizer mark to its end (rank
+0's at N > 1; tests/ds_bf16_torch.sh compares N = 1's); for a mixture of experts (tests/ds_moe_torch.sh: the
 experts plain parameters to DeepSpeed, flattened with the rest) also
 "routing", each step's blocks' tokens per expert (hf_torch.py's ROUTING,
 this rank's), and "step_peaks", each step's peak (each step routes its

@@ -57,6 +57,13 @@
 #    theory = PyTorch's allocator at N = 1 (every mark, the reruns'
 #    too), measure = theory (N = 1, and 2 once a model), the losses the
 #    non-recomputed bf16 runs' bitwise (PyTorch's and zerosim's);
+#  - the last step's allocations and frees, in order, from the fp32
+#    gradient partition to the step's end (the update, the engine's
+#    zero_grad: the ZeRO optimizer's own, stage_1_and_2.py 1638-1651, none
+#    of torch.optim's 292-byte record_function, and the loop's end),
+#    PyTorch's against zerosim's measure's --timeline: gpt2-tiny and
+#    llama-tiny, fp32 stage 1, bf16 stages 1 and 2, N = 1 (no mark or peak
+#    sees that transient; fails with it on either side alone);
 #  - the figures are printed.
 # Not compared with DeepSpeed itself (not installable here).
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
@@ -320,9 +327,9 @@ for model in ("gpt2-tiny", "llama-tiny"):
               f" first step's {bf['first_peak']},"
               f" losses {' '.join('%.5f' % x for x in bf['losses'])} (fp32 {' '.join('%.5f' % x for x in fp['losses'])});"
               f" zerosim's bf16 = PyTorch's at {nmarks} marks, measure = theory at N ="
-              f" {','.join(str(r['world']) for r in runs_b)}, losses {' '.join('%.5f' % x for x in zb)};"
-              f" the optimizer's last {nev} allocations and frees PyTorch's, in order"
-              f" (fp32 {' '.join('%.5f' % x for x in zf)})")
+              f" {','.join(str(r['world']) for r in runs_b)}, losses {' '.join('%.5f' % x for x in zb)}"
+              f" (fp32 {' '.join('%.5f' % x for x in zf)}); the optimizer's last {nev} allocations and frees"
+              f" PyTorch's, in order")
 # LoRA r 4 on llama-tiny's q_proj and v_proj, block 0's adapters frozen
 # (DeepSpeed's engine over PEFT's model: the trainable parameters, block
 # 1's adapters alone, in the flat buffer, stage_1_and_2.py 305-315):
