@@ -77,7 +77,9 @@ scaled_dot_product_attention, as hf_torch.py's --attn sdpa.
 
 Prints one JSON object a run: the bytes live between steps (after the
 last step), the steady step's peak (the last step) and the phase where it
-falls, the losses; for a mixture of experts (tests/ds_moe_torch.sh: the
+falls, the losses, "optimizer_events": the last step's allocations and
+frees (+bytes, -bytes) in order from its optimizer mark to its end (rank
+0's at N > 1; tests/ds_bf16_torch.sh compares N = 1's); for a mixture of experts (tests/ds_moe_torch.sh: the
 experts plain parameters to DeepSpeed, flattened with the rest) also
 "routing", each step's blocks' tokens per expert (hf_torch.py's ROUTING,
 this rank's), and "step_peaks", each step's peak (each step routes its
@@ -288,7 +290,16 @@ class ZeroBf16:
                 acc.add_(g)
         self.ipg = None  # _release_ipg_buffers 676-680
         self.gip = None
-        for p in self.params:  # zero_grad(set_to_none=True), 1638-1651
+        self.zero_grad(set_to_none=True)  # 807
+
+    def zero_grad(self, set_to_none=True):  # 1638-1651
+        """The ZeRO optimizer's own zero_grad: a plain method (ZeROOptimizer
+        is an object, base_optimizer.py 14-18), so none of torch.optim's
+        record_function around it (1.13's optimizer.py 267: the profiler's
+        292-byte handle). Every bit16 parameter's .grad set to
+        None (grad_accum, its AccumulateGrad node's, holds no bytes here)."""
+        assert set_to_none  # the engine's call and the epilogue's both pass it
+        for p in self.params:
             p.grad = None
 
     # --- step (1826-1944)
@@ -427,7 +438,11 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
             mark("phase:optimizer")
             zo.step()
             mark("phase:zero_grad")
-            opt.zero_grad(set_to_none=True)  # _take_model_step 2245-2252: nothing left
+            # _take_model_step 2243-2250: with ZeRO on (bf16 or not) the
+            # engine calls the ZeRO optimizer's own zero_grad with its
+            # default set_to_none=True, not the client Adam's; the .grads
+            # are None already (the epilogue's, 807)
+            zo.zero_grad()
             zo.losses = None  # 2278
             losses.append(total)
             del loss
@@ -436,6 +451,19 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
             mark(f"step:{step + 1}")
     stream = hf_torch.replay(hf_torch.memory_events(prof))
     last = hf_torch.analyse_step(stream, a.steps)
+    # the last step's allocations and frees (+bytes, -bytes), in order,
+    # from its optimizer mark to its end: step(), the engine's zero_grad
+    # (none of torch.optim's record_function handles, 4 + 288 B) and the
+    # loop's end
+    start = next(i for i, (_, l) in enumerate(stream) if l == f"step:{a.steps}")
+    i = next(i for i in range(start, len(stream)) if stream[i][1] == "phase:optimizer")
+    optimizer_events, prev = [], stream[i][0]
+    for live, label in stream[i + 1:]:
+        if label == f"step:{a.steps + 1}":
+            break
+        if label is None:
+            optimizer_events.append(live - prev)
+        prev = live
     first = hf_torch.analyse_step(stream, 1)  # the first step: Adam's state and _global_grad_norm made in it
     # a mixture's routing (hf_torch.py's MixtralDecoderLayer and
     # QwenMoeDecoderLayer record it): each step's blocks' tokens per expert
@@ -451,7 +479,8 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
                 torch=torch.__version__, attn=a.attn,
                 params=zo.S, between=stream[-1][0], peak=last["peak"], peak_phase=last["phase"],
                 peak_after=last["after"], marks={l: v for l, v in last["boundaries"]}, losses=losses,
-                first_peak=first["peak"], first_marks={l: v for l, v in first["boundaries"]})
+                first_peak=first["peak"], first_marks={l: v for l, v in first["boundaries"]},
+                optimizer_events=optimizer_events)
 
 
 def main():

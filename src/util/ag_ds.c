@@ -492,10 +492,15 @@ int ag_ds_next(struct ag_ds_walk *wk, const struct ag_event **ep, size_t *k, cha
 			if (l == NULL || strcmp(l, "phase:zero_grad") != 0)
 				continue;
 			wk->skip = 0;
-			/* the engine's zero_grad (engine.py 2245-2252) finds
-			 * every .grad None already (the pass freed them: the
-			 * list's frees that follow are dropped), then
-			 * _take_model_step sets self.losses to None (2278) */
+			/* the engine's zero_grad (engine.py 2243-2250): the
+			 * ZeRO optimizer's own (stage_1_and_2.py 1638-1651,
+			 * stage3.py 1737-1754: a plain method of an object,
+			 * base_optimizer.py 14-18, so none of torch.optim's
+			 * record_function, whose events that follow are
+			 * dropped) finds every .grad None already (the pass
+			 * freed them: the list's frees that follow are
+			 * dropped), then _take_model_step sets self.losses to
+			 * None (2278) */
 			agp_copy(p, e);
 			if (wk->losses != NO)
 				agp_free(p, wk->losses, e->phase);
@@ -503,7 +508,7 @@ int ag_ds_next(struct ag_ds_walk *wk, const struct ag_event **ep, size_t *k, cha
 			wk->in_zero_grad = 1;
 			continue;
 		}
-		if (wk->own_zero_grad && wk->in_zero_grad && record_function_event(s, e))
+		if (wk->in_zero_grad && record_function_event(s, e))
 			continue;
 		if (l != NULL && strncmp(l, "phase:backward", 14) == 0 && (l[14] == '\0' || l[14] == '@')) {
 			/* the engine's backward (engine.py 2085-2152; the loss

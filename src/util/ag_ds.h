@@ -154,12 +154,9 @@ struct ag_ds_walk {
 	int marks;
 	void (*copy)(void *ctx, const struct ag_event *e);
 	void *ctx;
-	/* ZeRO-3: the engine's zero_grad calls the ZeRO optimizer's own
-	 * (stage3.py 1737-1754, a plain method of an object: engine.py
-	 * 2245-2252), not torch.optim's, so the plain loop's 1.13
-	 * record_function around zero_grad is dropped (set by the pass after
-	 * ag_ds_walk_begin); in_zero_grad: past that mark */
-	int own_zero_grad, in_zero_grad;
+	/* past the plain loop's zero_grad mark: its 1.13 record_function
+	 * dropped (ag_ds_next) */
+	int in_zero_grad;
 };
 void ag_ds_walk_begin(struct ag_ds_walk *wk, struct ag_pass *p, const struct ag_ds_params *pp, uint32_t at_backward,
                       unsigned K, int moves);

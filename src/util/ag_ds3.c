@@ -640,7 +640,6 @@ static int ds3_step(struct ds3 *d, const struct ag_ds_params *pp, const struct a
 	 * loss.float() (the loss itself in fp32); the bucket is the set-up's */
 	struct ag_ds_walk wk;
 	ag_ds_walk_begin(&wk, p, pp, NO, 1, 1);
-	wk.own_zero_grad = 1;
 	/* the leaf modules' marks: step 1's fetches and releases at N > 1
 	 * (s1_hook), dropped from the steady step */
 	wk.marks = o->ds3_leaf_marks;
