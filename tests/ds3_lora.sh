@@ -114,14 +114,8 @@ fi
 "$zerosim" measure --model "$llama" $ds --lora-r 4 --precision fp32 --world 2 --seq 16 --batch 2 --steps 2 \
 	--out "$tmp/h.json" || exit 99
 S3=$(((223552 + 1792) / 2)) S3t=$((1792 / 2))
-want=$((4 * S3 + 4 * 2 * S3 + 16 * S3t + 4 * 500000000))
-got=$(tr -d ' \n\t' <"$tmp/h.json" | grep -o '"resident_bytes":[0-9]*' | head -1 | cut -d: -f2)
-if [ "$got" = "$want" ]; then
-	echo "ok: llama q,v r 4 N=2 resident $got = 4 S3 + 8 S3 + 16 S3_t + 4 B (S3 $S3, S3_t $S3t)"
-else
-	echo "$name: FAIL: llama q,v r 4 N=2 resident $got, by hand $want" >&2
-	status=1
-fi
+fz_hand "llama q,v r 4 N=2 resident" "$(tr -d ' \n\t' <"$tmp/h.json" | grep -o '"resident_bytes":[0-9]*' | head -1 |
+	cut -d: -f2)" $((4 * S3 + 4 * 2 * S3 + 16 * S3t + 4 * 500000000)) "4 S3 + 8 S3 + 16 S3_t + 4 B (S3 $S3, S3_t $S3t)"
 
 # 4. Refused
 fz_refuse_with="--lora-r 4 --framework deepspeed --schemes zero3 --world 2"

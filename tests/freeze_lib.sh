@@ -45,6 +45,8 @@
 # fz_bits FREEZE OPTIONS...: the weights digest and losses of --recompute
 #   none, selective and full (full runs every block's backward, none skips
 #   those below the first trainable tensor) are the same, 3 steps.
+# fz_hand WHAT GOT WANT HOW: a figure GOT against WANT worked by hand
+#   (HOW, the sum as the log shows it).
 # fz_refuse WANT OPTIONS...: measure and theory of llama-tiny at --seq 16
 #   --batch 2 with $fz_refuse_with (word-split) and OPTIONS are refused:
 #   exit 2, one line of stderr holding WANT, no output file.
@@ -298,4 +300,13 @@ fz_refuse() {
 			status=1
 		fi
 	done
+}
+
+fz_hand() {
+	if [ "$2" = "$3" ]; then
+		echo "ok: $1: $2 = $4"
+	else
+		echo "$name: FAIL: $1: $2, by hand $3 ($4)" >&2
+		status=1
+	fi
 }

@@ -329,13 +329,8 @@ peak() { tr -d ' \n\t' <"$tmp/r.json" | grep -o '"peak_bytes":[0-9]*' | head -1 
 resident --lora-r 4 >/dev/null
 p0=$(peak)
 resident --lora-r 4 --quant-base nf4 >/dev/null
-got=$(peak) want=$((p0 - 4 * 92160 + $(nf4_held off) + 4 * 2 * 176 * 64))
-if [ "$got" = "$want" ]; then
-	echo "ok: peak with --lora-r 4 --quant-base nf4: $got = $p0 - 4 · 92,160 + $(nf4_held off) + 4 · 22,528"
-else
-	echo "$name: FAIL: peak with --lora-r 4 --quant-base nf4: $got, by hand $want" >&2
-	status=1
-fi
+fz_hand "peak with --lora-r 4 --quant-base nf4" "$(peak)" $((p0 - 4 * 92160 + $(nf4_held off) + 4 * 2 * 176 * 64)) \
+	"$p0 - 4 · 92,160 + $(nf4_held off) + 4 · 22,528"
 
 # 5. Refused: one line, exit 2, no file.
 fz_refuse_with="--lora-r 4"
