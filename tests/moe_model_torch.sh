@@ -47,6 +47,7 @@ if [ ! -x "$dump" ] || [ ! -x "$top/zerosim" ]; then
 fi
 name=moe_model_torch
 . "$src/tests/torch_python.sh"
+torch_pin_blas
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-moem.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 

@@ -30,6 +30,7 @@ done
 
 name=tfm_torch
 . "$src/tests/torch_python.sh"
+torch_pin_blas
 echo "tfm_torch: $py"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-torch.XXXXXX") || exit 99

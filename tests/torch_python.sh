@@ -43,3 +43,19 @@ if [ -n "${ZS_TORCH_CACHE:-}" ] && [ -d "$ZS_TORCH_CACHE" ] && [ -x "$src/tests/
 	export ZS_TORCH_PY
 	py=$(cd "$src/tests" && pwd)/torch_cache.sh
 fi
+# torch_pin_blas: OpenBLAS picks its kernels by CPU, for zerosim's products
+# and PyTorch's (Debian's links the same library), so fp32 rounding, which
+# Adam amplifies over the steps where a gradient is near zero or a routing
+# near a tie, is the host's. The tests that hold zerosim's final weights to
+# PyTorch's fp32 and float64 runs (tfm_torch.sh, moe_model_torch.sh) call it
+# to run both on OpenBLAS's Haswell (AVX2) kernels wherever the CPU has
+# AVX2: on an AVX-512 Xeon (2026-12-07) its own kernels put zerosim's
+# distance to float64 at 2.3 and 3.1 times PyTorch's (qwen2_moe top 4) and
+# gemma3's rope-scaled weights 0.5 % short of the bound; with Haswell's,
+# both within, as on the earlier hosts. Bytes never depend on it.
+torch_pin_blas() {
+	if grep -qw avx2 /proc/cpuinfo 2>/dev/null; then
+		OPENBLAS_CORETYPE=Haswell
+		export OPENBLAS_CORETYPE
+	fi
+}
