@@ -282,8 +282,6 @@ static int ag_ds_scaler_done(const struct ag_ds_scaler *sc)
 	return sc->scaled == NO && sc->gl == NO && sc->one != NO;
 }
 
-uint32_t ag_ds_view(struct ag_pass *p, uint32_t flat, uint64_t at, uint64_t n) { return agp_view1(p, flat, at, n); }
-
 uint32_t ag_ds_made(struct ag_pass *p, const char *what, enum ag_dtype dt, uint64_t n, int scalar, enum zs_cat cat,
                     double v, enum zs_phase ph)
 {

@@ -192,8 +192,6 @@ void ag_ds_bucket_put(struct ag_pass *p, uint32_t bucket, uint32_t g, uint32_t g
  * 1712-1716, stage3.py 1813-1817): isinf, isnan, logical_or and
  * tensor(-1.0), made in that order (the caller frees them). */
 void ag_ds_norm_flags(struct ag_pass *p, enum zs_phase po, uint32_t *inf, uint32_t *nan, uint32_t *ion, uint32_t *err);
-/* A 1-D view of n elements of storage `flat` at element `at`. */
-uint32_t ag_ds_view(struct ag_pass *p, uint32_t flat, uint64_t at, uint64_t n);
 /* A storage made (allocated) and filled with v. */
 uint32_t ag_ds_made(struct ag_pass *p, const char *what, enum ag_dtype dt, uint64_t n, int scalar, enum zs_cat cat,
                     double v, enum zs_phase ph);

@@ -127,15 +127,15 @@ static void reduce(struct ds3 *d, enum zs_phase ph)
 	}
 	uint32_t cat = NO, red;
 	if (d->nb == 1) {
-		red = ag_ds_view(p, d->bucket, bo_of[k[0]], d->numel[k[0]]);
+		red = agp_view1(p, d->bucket, bo_of[k[0]], d->numel[k[0]]);
 		src[0] = red;
 	} else {
 		cat = agp_storage(p, "cat (reduce_scatter_coalesced's flat buffer)", AG_F32, d->used, 0, ZS_CAT_BUCKETS);
 		agp_alloc(p, cat, ph);
 		uint64_t at = 0;
 		for (size_t j = 0; j < d->nb; j++) {
-			src[j] = ag_ds_view(p, cat, at, d->numel[k[j]]);
-			agp_op(p, ph, AG_OP_COPY, ag_ds_view(p, d->bucket, bo_of[k[j]], d->numel[k[j]]), src[j]);
+			src[j] = agp_view1(p, cat, at, d->numel[k[j]]);
+			agp_op(p, ph, AG_OP_COPY, agp_view1(p, d->bucket, bo_of[k[j]], d->numel[k[j]]), src[j]);
 			at += d->numel[k[j]];
 		}
 		red = cat;
@@ -144,7 +144,7 @@ static void reduce(struct ds3 *d, enum zs_phase ph)
 	agp_scalar_inplace(p, AG_OP_DIV_SCALAR_, red, 1.0, ph);
 	agp_op(p, ph, AG_OP_ALL_REDUCE_SUM_, red, red);
 	for (size_t j = 0; j < d->nb; j++)
-		agp_op(p, ph, AG_OP_COPY, src[j], ag_ds_view(p, d->gpart, d->po[k[j]], d->numel[k[j]]));
+		agp_op(p, ph, AG_OP_COPY, src[j], agp_view1(p, d->gpart, d->po[k[j]], d->numel[k[j]]));
 	if (cat != NO)
 		agp_free(p, cat, ph);
 	free(k);
@@ -192,7 +192,7 @@ static void reduce_n(struct ds3 *d, const size_t *k, const uint64_t *bo_of, enum
 	uint32_t cat = NO, red, *pad = zs_malloc((size_t)N * d->nb * sizeof *pad);
 	size_t npad = 0;
 	if (d->nb == 1 && d->numel[k[0]] % N == 0) {
-		red = ag_ds_view(p, d->bucket, bo_of[k[0]], d->numel[k[0]]);
+		red = agp_view1(p, d->bucket, bo_of[k[0]], d->numel[k[0]]);
 	} else {
 		for (unsigned r = 0; r < N; r++)
 			for (size_t j = 0; j < d->nb; j++)
@@ -211,19 +211,19 @@ static void reduce_n(struct ds3 *d, const size_t *k, const uint64_t *bo_of, enum
 			for (size_t j = 0; j < d->nb; j++) {
 				uint64_t len = chunk_len(d, k[j], r);
 				if (len > 0) {
-					uint32_t dst = ag_ds_view(p, cat, at, len);
+					uint32_t dst = agp_view1(p, cat, at, len);
 					agp_op(p, ph, AG_OP_COPY,
-					       ag_ds_view(p, d->bucket, bo_of[k[j]] + (uint64_t)r * d->c[k[j]], len), dst);
+					       agp_view1(p, d->bucket, bo_of[k[j]] + (uint64_t)r * d->c[k[j]], len), dst);
 				}
 				if (len < d->c[k[j]])
-					agp_op(p, ph, AG_OP_COPY, pad[ip++], ag_ds_view(p, cat, at + len, d->c[k[j]] - len));
+					agp_op(p, ph, AG_OP_COPY, pad[ip++], agp_view1(p, cat, at + len, d->c[k[j]] - len));
 				at += d->c[k[j]];
 			}
 		red = cat;
 	}
 	/* div_(world_sz): a Python int (8 bytes wrapped, and its fp32 copy) */
 	agp_scalar_inplace(p, AG_OP_DIV_SCALAR_, red, (double)N, ph);
-	uint32_t out = ag_ds_view(p, p->s->tensor[red].storage, p->s->tensor[red].offset, sc);
+	uint32_t out = agp_view1(p, p->s->tensor[red].storage, p->s->tensor[red].offset, sc);
 	agp_op(p, ph, AG_OP_REDUCE_SCATTER_SUM, red, out);
 	while (npad > 0)
 		agp_free(p, pad[--npad], ph);
@@ -231,16 +231,16 @@ static void reduce_n(struct ds3 *d, const size_t *k, const uint64_t *bo_of, enum
 	for (size_t j = 0; j < d->nb; j++) {
 		size_t kj = k[j];
 		if (chunk_len(d, kj, N - 1) == d->c[kj]) { /* every rank's chunk whole: one copy for all */
-			uint32_t src = ag_ds_view(p, p->s->tensor[out].storage, p->s->tensor[out].offset + at, d->c[kj]);
-			agp_op(p, ph, AG_OP_COPY, src, ag_ds_view(p, d->gpart, d->po[kj], d->c[kj]));
+			uint32_t src = agp_view1(p, p->s->tensor[out].storage, p->s->tensor[out].offset + at, d->c[kj]);
+			agp_op(p, ph, AG_OP_COPY, src, agp_view1(p, d->gpart, d->po[kj], d->c[kj]));
 		} else
 			for (unsigned r = 0; r < N; r++) {
 				uint64_t len = chunk_len(d, kj, r);
 				if (len == 0)
 					continue;
 				size_t from = p->nev;
-				uint32_t src = ag_ds_view(p, p->s->tensor[out].storage, p->s->tensor[out].offset + at, len);
-				agp_op(p, ph, AG_OP_COPY, src, ag_ds_view(p, d->gpart, d->po[kj], len));
+				uint32_t src = agp_view1(p, p->s->tensor[out].storage, p->s->tensor[out].offset + at, len);
+				agp_op(p, ph, AG_OP_COPY, src, agp_view1(p, d->gpart, d->po[kj], len));
 				agp_rank_only(p, from, r);
 			}
 		at += d->c[kj];
@@ -276,7 +276,7 @@ static void norm(struct ds3 *d, uint32_t gnorm, uint32_t keep[2], int first, enu
 	for (size_t k = 0; k < d->n; k++) { /* g.double().norm(2): the copy freed */
 		uint32_t dbl = agp_storage(p, "_to_copy (.double())", AG_F64, d->c[k], 0, ZS_CAT_SCRATCH);
 		agp_alloc(p, dbl, po);
-		agp_op(p, po, AG_OP_COPY, ag_ds_view(p, d->gpart, d->po[k], d->c[k]), dbl);
+		agp_op(p, po, AG_OP_COPY, agp_view1(p, d->gpart, d->po[k], d->c[k]), dbl);
 		nrm[k] = ag_ds_made(p, "linalg_vector_norm (norm(2))", AG_F64, 0, 1, ZS_CAT_SCRATCH, 0, po);
 		agp_free(p, dbl, po);
 	}
@@ -348,7 +348,7 @@ static void post_step_gather(struct ds3 *d, enum zs_phase ph)
 		agp_alloc(d->p, gathered(d, i), ph);
 	for (size_t i = 0; i < d->nall; i++) {
 		int32_t k = d->all[i];
-		uint32_t part = k >= 0 ? ag_ds_view(d->p, d->flat, d->po[k], d->c[k]) : d->fpart[-1 - k];
+		uint32_t part = k >= 0 ? agp_view1(d->p, d->flat, d->po[k], d->c[k]) : d->fpart[-1 - k];
 		agp_op(d->p, ph, AG_OP_ALL_GATHER, part, gathered(d, i));
 	}
 }
@@ -451,7 +451,7 @@ static int s1_fetch(struct ds3 *d, const size_t *ks, size_t nk, enum zs_phase ph
 		uint32_t buf = agp_storage(p, "empty (all_gather_coalesced's buffer)", AG_F32, d->c[k] * N, 0,
 		                           ZS_CAT_GATHERED);
 		agp_alloc(p, buf, ph);
-		agp_op(p, ph, AG_OP_ALL_GATHER, ag_ds_view(p, d->flat, d->po[k], d->c[k]), buf);
+		agp_op(p, ph, AG_OP_ALL_GATHER, agp_view1(p, d->flat, d->po[k], d->c[k]), buf);
 		q->cur[k] = buf;
 	} else {
 		uint64_t sz = 0;
@@ -462,7 +462,7 @@ static int s1_fetch(struct ds3 *d, const size_t *ks, size_t nk, enum zs_phase ph
 		}
 		uint32_t fl = agp_storage(p, "empty (_all_gather_dtype's flat)", AG_F32, sz * N, 0, ZS_CAT_GATHERED);
 		agp_alloc(p, fl, ph);
-		agp_op(p, ph, AG_OP_ALL_GATHER, ag_ds_view(p, d->flat, d->po[ks[0]], sz), fl);
+		agp_op(p, ph, AG_OP_ALL_GATHER, agp_view1(p, d->flat, d->po[ks[0]], sz), fl);
 		uint64_t off = 0;
 		for (size_t j = 0; j < nk; j++) {
 			size_t k = ks[j];
@@ -472,8 +472,8 @@ static int s1_fetch(struct ds3 *d, const size_t *ks, size_t nk, enum zs_phase ph
 			for (unsigned r = 0; r < N; r++) {
 				uint64_t len = chunk_len(d, k, r);
 				if (len > 0)
-					agp_op(p, ph, AG_OP_COPY, ag_ds_view(p, fl, (uint64_t)r * sz + off, len),
-					       ag_ds_view(p, cat, (uint64_t)r * d->c[k], len));
+					agp_op(p, ph, AG_OP_COPY, agp_view1(p, fl, (uint64_t)r * sz + off, len),
+					       agp_view1(p, cat, (uint64_t)r * d->c[k], len));
 			}
 			q->cur[k] = cat;
 			off += d->c[k];
@@ -693,8 +693,8 @@ static int ds3_step(struct ds3 *d, const struct ag_ds_params *pp, const struct a
 			p->s->tensor[cat].role = AG_ROLE_GRAD;
 			agp_alloc(p, cat, po);
 			for (size_t k = 0; k < d->n; k++)
-				agp_op(p, po, AG_OP_COPY, ag_ds_view(p, d->gpart, d->po[k], d->c[k]),
-				       ag_ds_view(p, cat, d->po[k], d->c[k]));
+				agp_op(p, po, AG_OP_COPY, agp_view1(p, d->gpart, d->po[k], d->c[k]),
+				       agp_view1(p, cat, d->po[k], d->c[k]));
 		}
 		agp_scalar_inplace(p, AG_OP_MUL_SCALAR_, g, 1.0, po);
 		ag_ds_adam_step(p, o, &(struct ag_param_state){fp32p, g, am, av, astep}, first);
@@ -893,7 +893,7 @@ int ag_ds3_apply(struct ag_step *s, const struct step_params *sp, const struct a
 	ag_ds_made(p, "zeros (inf_or_nan_tracker)", AG_BOOL, 1, 0, ZS_CAT_SCRATCH, 0, ph0);
 	agp_alloc(p, d->flat, ph0);
 	for (size_t k = 0; k < d->n; k++) {
-		agp_op(p, ph0, AG_OP_COPY, ag_ds_view(p, part[k], 0, d->c[k]), ag_ds_view(p, d->flat, d->po[k], d->c[k]));
+		agp_op(p, ph0, AG_OP_COPY, agp_view1(p, part[k], 0, d->c[k]), agp_view1(p, d->flat, d->po[k], d->c[k]));
 		agp_free(p, part[k], ph0);
 	}
 	/* _create_fp32_partitions' clone (906); initialize_optimizer_states'
@@ -919,11 +919,11 @@ int ag_ds3_apply(struct ag_step *s, const struct step_params *sp, const struct a
 		uint32_t f = agp_storage(p, "empty (_allgather_params' flat_tensor)", AG_F32, d->c[k] * world, 0,
 		                         ZS_CAT_GATHERED);
 		agp_alloc(p, f, ph0);
-		agp_op(p, ph0, world == 1 ? AG_OP_COPY : AG_OP_ALL_GATHER, ag_ds_view(p, d->flat, d->po[k], d->c[k]), f);
+		agp_op(p, ph0, world == 1 ? AG_OP_COPY : AG_OP_ALL_GATHER, agp_view1(p, d->flat, d->po[k], d->c[k]), f);
 		uint32_t r = agp_storage(p, "empty (_allgather_params' replicated_tensor)", AG_F32, d->numel[k], 0,
 		                         ZS_CAT_GATHERED);
 		agp_alloc(p, r, ph0);
-		agp_op(p, ph0, AG_OP_COPY, world == 1 ? f : ag_ds_view(p, f, 0, d->numel[k]), r);
+		agp_op(p, ph0, AG_OP_COPY, world == 1 ? f : agp_view1(p, f, 0, d->numel[k]), r);
 		agp_free(p, f, ph0);
 		agp_free(p, r, ph0);
 	}
