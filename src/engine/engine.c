@@ -367,6 +367,33 @@ static void init_rank(struct zs_run *r, unsigned k)
 	}
 }
 
+/* The layout tensor that starts at flat element off. */
+static size_t tensor_at(const struct zs_layout *lo, size_t off)
+{
+	size_t t = 0;
+	while (lo->tensor[t].off != off || lo->tensor[t].n == 0)
+		t++;
+	return t;
+}
+
+/* QLoRA's 4-bit base under DeepSpeed's ZeRO-3 (docs/finetune.md, "QLoRA
+ * under DeepSpeed's own ZeRO-3"): each quantized tensor's params are its
+ * codes, as bitsandbytes' quant_storage of the params' dtype (es bytes)
+ * holds them (its layers' one after another: util/nf4.h's
+ * nf4_storage_elements), partitioned and gathered by stage 3 as any
+ * frozen tensor; the shards cut again over them. */
+static void pack_base(struct zs_layout *lo, const struct zs_net_tfm *tn, unsigned es)
+{
+	for (size_t i = 0; i < tn->nq4; i++) {
+		const struct zs_q4_tensor *q = &tn->q4[i];
+		size_t n = 0;
+		for (unsigned p = 0; p < (q->nparts ? q->nparts : 1); p++)
+			n += nf4_storage_elements((q->nparts ? q->part_rows[p] : q->rows) * q->cols, es);
+		layout_pack(lo, tensor_at(lo, q->off), n);
+	}
+	layout_shard_tensors(lo);
+}
+
 /* One tracked block of rank k's 4-bit storages, a copy of n bytes of src. */
 static void *q4_block(struct zs_run *r, unsigned k, const void *src, size_t n)
 {
@@ -393,8 +420,12 @@ static void quantize_base(struct zs_run *r, unsigned k)
 		nf4_dynamic_map(map);
 		rk->qmap = q4_block(r, k, map, sizeof map);
 	}
+	int packed = r->layout.per_tensor; /* DeepSpeed's ZeRO-3: the codes in the params (pack_base) */
+	size_t es = r->esize[ZS_BUF_PARAMS];
 	for (size_t i = 0; i < tn->nq4; i++) {
 		const struct zs_q4_tensor *q = &tn->q4[i];
+		size_t t = packed ? tensor_at(&r->layout, q->off) : 0, at = 0;
+		uint8_t *codes = packed ? zs_calloc(r->layout.tensor[t].n, es) : NULL;
 		float *w = zs_malloc(q->numel * sizeof *w);
 		for (uint64_t e = 0; e < q->numel; e++) /* [out, in], a Conv1D's too (net.h) */
 			w[e] = r->precision == ZS_MIXED ? zs_half_to_float(zs_float_to_half(r->init[q->off + e])) : r->init[q->off + e];
@@ -403,7 +434,11 @@ static void quantize_base(struct zs_run *r, unsigned k)
 			uint64_t rows = q->nparts ? q->part_rows[p] : q->rows;
 			nf4_layer_quantize(&l, w + row * q->cols, rows * q->cols, tn->double_quant);
 			struct zs_q4_store *st = &rk->q4[q->part0 + p];
-			st->packed = q4_block(r, k, l.packed, l.b.packed);
+			if (packed) {
+				memcpy(codes + at, l.packed, l.b.packed);
+				at += nf4_storage_elements(rows * q->cols, (unsigned)es) * es;
+			} else
+				st->packed = q4_block(r, k, l.packed, l.b.packed);
 			if (!tn->double_quant)
 				st->absmax = q4_block(r, k, l.absmax, l.b.absmax);
 			st->code = q4_block(r, k, l.code, l.b.code);
@@ -415,6 +450,11 @@ static void quantize_base(struct zs_run *r, unsigned k)
 			}
 			nf4_layer_free(&l);
 		}
+		if (packed) { /* rank k's partition of them (at N = 1 all: layout_own) */
+			struct zs_slice sl = layout_own(&r->layout, ZS_BUF_PARAMS, t, k);
+			memcpy(run_at(r, k, ZS_BUF_PARAMS, sl.at), codes + (sl.first - q->off) * es, sl.count * es);
+		}
+		free(codes);
 		free(w);
 	}
 }
@@ -1415,6 +1455,8 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 			hole[i] = (struct zs_slice){r->model.tfm.q4[i].off, r->model.tfm.q4[i].numel, 0};
 		layout_quantize(&r->layout, hole, r->model.tfm.nq4);
 		free(hole);
+		if (r->layout.per_tensor) /* DeepSpeed's ZeRO-3: each a frozen tensor of its codes */
+			pack_base(&r->layout, &r->model.tfm, c->precision == ZS_MIXED ? 2 : 4);
 	}
 	r->world = world;
 	/* The state's precision is --precision's, but fp32 with no master copy

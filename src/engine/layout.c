@@ -100,8 +100,8 @@ void layout_free(struct zs_layout *lo)
 
 void layout_quantize(struct zs_layout *lo, const struct zs_slice *hole, size_t n)
 {
-	if (lo->span[ZS_STATE_PARAMS] != ZS_FULL)
-		abort(); /* sharded params with a 4-bit base: refused before (util/config.c) */
+	if (lo->span[ZS_STATE_PARAMS] != ZS_FULL && !lo->per_tensor)
+		abort(); /* units of sharded params with a 4-bit base: refused before (util/config.c) */
 	lo->hole = zs_calloc(n ? n : 1, sizeof *lo->hole);
 	lo->nholes = n;
 	lo->quant = 0;
@@ -109,6 +109,14 @@ void layout_quantize(struct zs_layout *lo, const struct zs_slice *hole, size_t n
 		lo->hole[i] = (struct zs_slice){hole[i].first, hole[i].count, lo->quant};
 		lo->quant += hole[i].count;
 	}
+}
+
+void layout_pack(struct zs_layout *lo, size_t t, size_t n)
+{
+	lo->tensor[t].n = n;
+	lo->tensor[t].packed = 1;
+	lo->tensor[t].pat = lo->packed;
+	lo->packed += n;
 }
 
 /* The first hole that ends after e (nholes: none). */
@@ -230,7 +238,7 @@ size_t layout_len(const struct zs_layout *lo, enum zs_rankbuf b)
 {
 	if (layout_trained(b))
 		return layout_span(lo, b) == ZS_SHARD ? lo->tshard : lo->ntrain;
-	return layout_span(lo, b) == ZS_SHARD ? lo->shard : lo->nparams - lo->quant;
+	return layout_span(lo, b) == ZS_SHARD ? lo->shard : lo->nparams - lo->quant + lo->packed;
 }
 
 struct zs_slice layout_own(const struct zs_layout *lo, enum zs_rankbuf b, size_t u, unsigned k)
@@ -245,7 +253,7 @@ struct zs_slice layout_own(const struct zs_layout *lo, enum zs_rankbuf b, size_t
 		if (layout_trained(b))
 			off = t->off, n = t->tn, s = t->ts, soff = t->tsoff, base = t->tbase;
 		else
-			off = t->off, n = t->n, s = t->s, soff = t->soff, base = t->off;
+			off = t->off, n = t->n, s = t->s, soff = t->soff, base = t->packed ? lo->nparams + t->pat : t->off;
 	} else if (layout_trained(b)) {
 		const struct zs_layout_unit *un = &lo->unit[u];
 		off = un->toff, n = un->tn, s = un->ts, soff = un->tsoff, base = un->tbase;

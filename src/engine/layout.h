@@ -79,6 +79,11 @@ struct zs_layout_tensor {
 	 * ceil(tn/N) slots at tsoff in a shard, at tbase in a full buffer of
 	 * the trainable elements (layout_freeze). */
 	size_t tn, ts, tsoff, tbase;
+	/* QLoRA's 4-bit base under DeepSpeed's ZeRO-3 (layout_pack): n is
+	 * its codes' elements, and in a full params buffer they are at flat
+	 * index nparams + pat */
+	int packed;
+	size_t pat;
 };
 
 struct zs_layout {
@@ -99,6 +104,7 @@ struct zs_layout {
 	 * elements, and at the holes' elements before it), quant in all */
 	size_t nholes, quant;
 	struct zs_slice *hole;
+	size_t packed;     /* the packed tensors' codes in all (layout_pack) */
 };
 
 /* The elements [first, first + count) of the flat vector, held at element
@@ -127,10 +133,19 @@ void layout_freeze(struct zs_layout *lo, const struct zs_freeze_run *run, size_t
  * and DeepSpeed's own step"): the flat vector's runs hole[0..n) (their
  * first and count, in order, apart) are held in 4 bits outside the
  * run's buffers (engine.c's q4 storages), so the params buffer holds
- * the other elements in order, Ψ − Σ count of them. Full params only
- * (the runs that take it shard no params: dp, ZeRO-1, ZeRO-2, and every
- * scheme at N = 1); a flat index of it reads layout_params_at. */
+ * the other elements in order, Ψ − Σ count of them. Full params, or
+ * shards per tensor (DeepSpeed's ZeRO-3: layout_pack); a flat index of
+ * a full one reads layout_params_at. */
 void layout_quantize(struct zs_layout *lo, const struct zs_slice *hole, size_t n);
+/* The 4-bit base under DeepSpeed's ZeRO-3 (docs/finetune.md, "QLoRA
+ * under DeepSpeed's own ZeRO-3"; after layout_quantize, the tensor's
+ * elements a hole): tensor t's params are its packed codes, n elements
+ * of the params' dtype (util/nf4.h's nf4_tensor_storage), partitioned
+ * as any tensor's once layout_shard_tensors cuts the shards again; in a
+ * full params buffer (N = 1) they follow the held elements, tensor after
+ * tensor, at flat index nparams + pat (which layout_params_at maps past
+ * every hole). */
+void layout_pack(struct zs_layout *lo, size_t t, size_t n);
 /* Where flat element e (held: outside every hole) is in the params
  * buffer: e itself without holes. */
 size_t layout_params_at(const struct zs_layout *lo, size_t e);

@@ -231,7 +231,8 @@ static inline struct zs_rank *run_rank(const struct zs_run *r, unsigned k) { ret
 /* Address of element `at` of rank k's buffer b. */
 static inline void *run_at(const struct zs_run *r, unsigned k, enum zs_rankbuf b, size_t at)
 {
-	if (b == ZS_BUF_PARAMS && r->layout.nholes > 0) /* a 4-bit base's weights are not in it */
+	/* a 4-bit base's weights are not in full params (a shard's index is its own) */
+	if (b == ZS_BUF_PARAMS && r->layout.nholes > 0 && layout_span(&r->layout, b) == ZS_FULL)
 		at = layout_params_at(&r->layout, at);
 	return (char *)run_rank(r, k)->buf[b] + at * r->esize[b];
 }

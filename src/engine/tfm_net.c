@@ -122,16 +122,24 @@ static const struct zs_q4_tensor *q4_at(const struct zs_net_tfm *tn, size_t off)
  * dequantized from the rank's storages (with double quantization the
  * absmax first, in nf4a) into nf4w, the flat vector's layout ([out, in]); in mixed computed in fp32 at w32's place p and
  * rounded into the fp16 nf4w (quant_state.dtype), which p then widens as
- * every fp16 weight is widened. Returns the weight the kernels read. */
-static float *dequantized(const struct zs_q4_tensor *q, const struct zs_layer_io *io, float *p)
+ * every fp16 weight is widened. Under DeepSpeed's ZeRO-3 the codes are
+ * `codes`, the tensor as stage 3 gathered it (NULL elsewhere: the
+ * storages'), each layer's at its quant_storage elements of the params'
+ * dtype (util/nf4.h's nf4_storage_elements; "QLoRA under DeepSpeed's own
+ * ZeRO-3"). Returns the weight the kernels read. */
+static float *dequantized(const struct zs_q4_tensor *q, const struct zs_layer_io *io, float *p, const void *codes)
 {
 	const struct zs_net_tfm *tn = &io->net->tfm;
 	float *w = tn->mixed ? p : io->t[tn->nf4w], *tmp = tn->double_quant ? io->t[tn->nf4a] : NULL;
+	unsigned es = tn->mixed ? 2 : 4;
+	const uint8_t *at = codes;
 	for (uint64_t k = 0, row = 0; k < (q->nparts ? q->nparts : 1); row += q->part_rows[k++]) {
 		const struct zs_q4_store *st = &io->q4[q->part0 + k];
-		struct nf4_state s = {st->packed, st->absmax, st->qabsmax, st->offset != NULL ? *st->offset : 0.0f,
-		                      st->absmax2, st->code2};
-		nf4_dequantize_state(w + row * q->cols, &s, tmp, (q->nparts ? q->part_rows[k] : q->rows) * q->cols);
+		uint64_t n = (q->nparts ? q->part_rows[k] : q->rows) * q->cols;
+		struct nf4_state s = {codes != NULL ? at : st->packed, st->absmax, st->qabsmax,
+		                      st->offset != NULL ? *st->offset : 0.0f, st->absmax2, st->code2};
+		nf4_dequantize_state(w + row * q->cols, &s, tmp, n);
+		at += codes != NULL ? nf4_storage_elements(n, es) * es : 0;
 	}
 	if (!tn->mixed)
 		return w;
@@ -149,9 +157,10 @@ static float *param32(const struct zs_layer *rd, const struct zs_layer_io *io, s
 {
 	const struct zs_net_tfm *tn = &io->net->tfm;
 	float *p = tn->mixed ? io->t[tn->w32] + tensor_off(rd, i) : NULL;
-	const struct zs_q4_tensor *q = io->w[i] == NULL && widen ? q4_at(tn, rd->param_off + tensor_off(rd, i)) : NULL;
+	/* a 4-bit one: NULL in no buffer, else its codes (DeepSpeed's ZeRO-3) */
+	const struct zs_q4_tensor *q = widen && tn->nq4 > 0 ? q4_at(tn, rd->param_off + tensor_off(rd, i)) : NULL;
 	if (q != NULL)
-		return dequantized(q, io, p);
+		return dequantized(q, io, p, io->w[i]);
 	if (!tn->mixed)
 		return mut(io->w[i]);
 	if (widen && io->w[i] != NULL)
@@ -766,7 +775,10 @@ static void block_bwd_hooked(const struct zs_layer *l, const struct zs_layer_io 
 	struct tfm_block_params g;
 	slots32(gr, l, io, 1, md->first, md->n);
 	tfm_block_view(&g, gr, &n->dims, (size_t)l->block);
-	matmul_backward_din_add(h.lin.dx, h.lin.dy, param32(l, io, md->first, 0), BT, h.lin.in, h.lin.out);
+	/* (a 4-bit weight dequantized again, as MatMul4Bit's backward does:
+	 * its codes are what stage 3 gathered) */
+	int q4 = n->nq4 > 0 && q4_at(n, l->param_off + tensor_off(l, md->first)) != NULL;
+	matmul_backward_din_add(h.lin.dx, h.lin.dy, param32(l, io, md->first, q4), BT, h.lin.in, h.lin.out);
 	tfm_block_backward_half(&g, &h.sc, &h.a, &h.p, h.v.x, &n->dims, n->B, n->T, h.r, TFM_REST);
 	grads_done(l, io, md->first, md->n);
 }

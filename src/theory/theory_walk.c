@@ -1071,8 +1071,19 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	f.post = zs_calloc(p->ntensors, sizeof *f.post);
 	f.blk = zs_calloc(p->ntensors, sizeof *f.blk);
 	f.bk = (struct ds3_bucket){.B = (uint64_t)c->ds_reduce_bucket, .t = zs_calloc(p->ntensors, sizeof *f.bk.t)};
+	/* QLoRA's 4-bit base (docs/finetune.md, "QLoRA under DeepSpeed's own
+	 * ZeRO-3"): each quantized tensor partitioned and gathered as its
+	 * codes, quant_storage elements of the params' dtype; its QuantState
+	 * (qs bytes in all) whole on every rank, beside the partitions */
+	int q4 = c->quant_nf4 && zs_lora_engine(c);
+	uint64_t qs = 0;
+	if (q4) {
+		struct nf4_base q;
+		nf4_base_count(p, c->double_quant, &q);
+		qs = q.held - q.codes;
+	}
 	for (size_t t = 0; t < p->ntensors; t++) { /* --freeze: only requires_grad params train (stage3.py 491-495) */
-		tn[t] = p->tensor[t].numel;
+		tn[t] = q4 && nf4_quantized(p, t) ? nf4_tensor_storage(p, t, (unsigned)b->p) : p->tensor[t].numel;
 		tt[t] = step_trained(p, t) ? tn[t] : 0;
 		ntrain += tt[t];
 	}
@@ -1107,6 +1118,10 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	for (size_t i = 0; i < f.nsub; i++)
 		sub_max = f.sub[i].n > sub_max ? f.sub[i].n : sub_max;
 	theory_ds3_resident(b, c, f.S, f.S_t, ntrain, persist, sub_max, world, out, base);
+	enum zs_cat pc = b->p == 2 ? ZS_CAT_PARAM16 : ZS_CAT_PARAM32;
+	base[pc] += qs;
+	out->resident_breakdown[pc] += qs;
+	out->resident_bytes += qs;
 	struct walk w = {.tr = tr, .key = THEORY_TRACE_RESIDENT, .nmicro = c->grad_accum, .model = d->model, .counts = rc,
 	                 .routed_by_fw = !f.by_unit};
 	for (int k = 0; k < ZS_NCATS; k++) /* set-up */

@@ -926,8 +926,9 @@ static int check_step_unit(const struct zs_config *c, char **cause)
  * "LoRA under the paper's schedule and DeepSpeed's own step"; the latter
  * dp, ZeRO-1, ZeRO-2 and ZeRO-3 without offload): fp32 or mixed, with or
  * without the adapters' dropout (drawn as the PyTorch step's,
- * engine/tfm_net.c), with or without the 4-bit base (not under
- * DeepSpeed's ZeRO-3), built so far; the model's part (a
+ * engine/tfm_net.c), with or without the 4-bit base (under DeepSpeed's
+ * ZeRO-3 its codes a frozen tensor of the model's dtype: docs/
+ * finetune.md, "QLoRA under DeepSpeed's own ZeRO-3"), built so far; the model's part (a
  * mixture, --unit model, the paper's zero3 at N > 1) is util/lora.h's
  * zs_lora_paper_check. */
 static int check_lora_paper(const struct zs_config *c, char **cause)
@@ -936,17 +937,6 @@ static int check_lora_paper(const struct zs_config *c, char **cause)
 	if (c->precision != ZS_FP32 && c->precision != ZS_MIXED)
 		return zs_fail(cause, "--lora-r under --framework %s: --precision %s is not run with adapters yet (give "
 		               "--precision fp32 or mixed)", fw, zs_precision_name(c->precision));
-	/* QLoRA's 4-bit base (docs/finetune.md, "QLoRA under the paper's step
-	 * and DeepSpeed's own step"): held whole on every rank, in no flat
-	 * group; DeepSpeed's ZeRO-3 would partition the packed uint8 weight
-	 * itself (partition_parameters.py 1609 at 38327e0) and gather it
-	 * apart from the 16/32-bit ones (1314-1320), its QuantState whole on
-	 * every rank: not built */
-	for (size_t i = 0; c->quant_nf4 && c->framework == ZS_FW_DEEPSPEED && i < c->nschemes; i++)
-		if (c->schemes[i] == ZS_ZERO3)
-			return zs_fail(cause, "--quant-base nf4 under --framework deepspeed --schemes zero3: not built (ZeRO-3 "
-			               "would partition each packed uint8 weight as a frozen tensor of its own, its "
-			               "QuantState whole on every rank; give dp, zero1 or zero2, or --framework paper)");
 	if (c->framework != ZS_FW_DEEPSPEED)
 		return 0;
 	/* DeepSpeed's own step (docs/finetune.md, "LoRA under DeepSpeed's

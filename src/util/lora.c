@@ -10,6 +10,7 @@
 
 #include "util/freeze.h"
 #include "util/lora.h"
+#include "util/nf4.h"
 #include "util/util.h"
 
 const char *zs_lora_default_targets(const struct zs_model *m)
@@ -293,6 +294,17 @@ int zs_lora_paper_check(const struct zs_config *c, const struct zs_model *m, cha
 				                     "holds its frozen base and its adapters, and zero3 shards a unit's optimizer "
 				                     "state as its params (docs/finetune.md): give N = 1 or dp, zero1, zero2",
 				              c->world[w]);
+	/* the 4-bit base under DeepSpeed's ZeRO-3: the codes as elements of
+	 * the model's dtype (util/nf4.h's nf4_storage_elements), which
+	 * bitsandbytes' view takes only where they fill them */
+	uint64_t n = 0;
+	unsigned es = c->precision == ZS_MIXED ? 2 : 4;
+	for (size_t i = 0; !bad && c->quant_nf4 && c->framework == ZS_FW_DEEPSPEED && i < c->nschemes; i++)
+		if (c->schemes[i] == ZS_ZERO3 && !nf4_storage_exact(&p, es, &n))
+			bad = zs_fail(cause, "--quant-base nf4 under --framework deepspeed --schemes zero3: a layer of %llu "
+			                     "weights is not a multiple of %u (its codes, held as %u-byte elements of the "
+			                     "model's dtype, would not fill them: docs/finetune.md)",
+			              (unsigned long long)n, 2 * es, es);
 	step_params_free(&p);
 	return bad;
 }

@@ -253,7 +253,7 @@ void nf4_base_count(const struct step_params *p, int double_quant, struct nf4_ba
 			uint64_t e = t->nparts ? t->part_rows[k] * t->shape[1] : t->numel;
 			struct nf4_bytes b;
 			nf4_layer_bytes(&b, e, double_quant);
-			q->weights += e, q->held += b.total, shared = b.shared, q->layers++;
+			q->weights += e, q->held += b.total, q->codes += b.packed, shared = b.shared, q->layers++;
 			q->largest = e > q->largest ? e : q->largest;
 		}
 	}
@@ -286,4 +286,32 @@ void nf4_step_buffers(struct step_buffers *b, const struct step_params *p, int m
 	nf4_buf(b, "nf4_w", NF4_W, w, mixed ? 2 : 4);
 	if (double_quant)
 		nf4_buf(b, "nf4_absmax", NF4_ABSMAX, blocks, 4);
+}
+
+uint64_t nf4_storage_elements(uint64_t n, unsigned esize) { return (n + 1) / (2 * (uint64_t)esize); }
+
+/* Part k of tensor t's elements (the whole tensor without parts). */
+static uint64_t part_numel(const struct step_tensor *t, unsigned k)
+{
+	return t->nparts ? t->part_rows[k] * t->shape[1] : t->numel;
+}
+
+uint64_t nf4_tensor_storage(const struct step_params *p, size_t i, unsigned esize)
+{
+	const struct step_tensor *t = &p->tensor[i];
+	uint64_t n = 0;
+	for (unsigned k = 0; k < (t->nparts ? t->nparts : 1); k++)
+		n += nf4_storage_elements(part_numel(t, k), esize);
+	return n;
+}
+
+int nf4_storage_exact(const struct step_params *p, unsigned esize, uint64_t *n)
+{
+	for (size_t i = 0; i < p->ntensors; i++)
+		for (unsigned k = 0; nf4_quantized(p, i) && k < (p->tensor[i].nparts ? p->tensor[i].nparts : 1); k++)
+			if (part_numel(&p->tensor[i], k) % (2 * esize) != 0) {
+				*n = part_numel(&p->tensor[i], k);
+				return 0;
+			}
+	return 1;
 }

@@ -131,6 +131,7 @@ void nf4_dequantize_state(float *w, const struct nf4_state *s, float *tmp, uint6
 struct step_params;
 struct nf4_base {
 	uint64_t layers, weights, held, rest, largest;
+	uint64_t codes; /* of held, the packed codes' bytes (uint8 storage): the rest is the QuantStates' */
 };
 void nf4_base_count(const struct step_params *p, int double_quant, struct nf4_base *q);
 /* Whether tensor i of p is one of those layers' weights (quantized). */
@@ -147,6 +148,22 @@ int nf4_quantized(const struct step_params *p, size_t i);
  * layer), both scratch made at the start of forward and freed at the end
  * of backward as w32 is (role STEP_NF4), appended to b. */
 enum { NF4_W, NF4_ABSMAX };
+
+/* The 4-bit base under DeepSpeed's own ZeRO-3 (docs/finetune.md, "QLoRA
+ * under DeepSpeed's own ZeRO-3"): each Params4bit's codes held as
+ * elements of the model's dtype (bitsandbytes' quant_storage, PEFT's
+ * ZeRO-3 QLoRA recipe), esize bytes each, so that stage 3 partitions and
+ * gathers them as the other params: the CUDA kernel's (n + 1) /
+ * (2·esize) elements (backends/cuda/ops.py line 320), the same n/2 bytes
+ * where 2·esize divides n (zs_lora_paper_check refuses the others:
+ * the default backend's view would raise). nf4_tensor_storage: tensor i
+ * of p's, a fused tensor's parts each a Params4bit of its own, summed
+ * (the one tensor zerosim partitions for them). */
+uint64_t nf4_storage_elements(uint64_t n, unsigned esize);
+uint64_t nf4_tensor_storage(const struct step_params *p, size_t i, unsigned esize);
+/* Whether every quantized layer of p has 2·esize | n (0: the first that
+ * does not, its elements in *n). */
+int nf4_storage_exact(const struct step_params *p, unsigned esize, uint64_t *n);
 struct step_buffers;
 void nf4_step_buffers(struct step_buffers *b, const struct step_params *p, int mixed, int double_quant);
 
