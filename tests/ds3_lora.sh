@@ -124,7 +124,6 @@ fz_refuse "--grad-accum with --wrapper deepspeed --schemes zero3: not built yet"
 	--torch-version 1.13 --torch-device cpu --precision fp32 --grad-accum 2
 fz_refuse "give --unit layer" --unit model
 fz_refuse "frozen adapters" --unit layer --freeze blocks:0-0
-fz_refuse "--quant-base nf4 under --framework deepspeed --schemes zero3: not built" --unit layer --quant-base nf4
 # DeepSpeed's own first step at N > 1 (util/ag_ds3.c's leaf-module
 # gathers) takes the trained parameters alone: with LoRA or --freeze
 # its --steps 1 is refused (the steady step from step 1 on, above)

@@ -182,6 +182,45 @@ fz_agree --model "$llama" --framework deepspeed --lora-r 4 --quant-base nf4 --do
 	--world 1,2,3 --schemes dp,zero1,zero2 --unit layer
 fz_agree --model "$gpt2" --framework deepspeed --lora-r 4 --lora-targets all-linear --quant-base nf4 --precision mixed \
 	--grad-accum 2 --world 1,2,3 --schemes dp,zero1,zero2 --unit layer
+# and DeepSpeed's ZeRO-3 (s52; refused on 4283e74): each 4-bit layer's
+# codes a frozen tensor of the model's dtype (quant_storage: n/8 fp32,
+# n/4 fp16 elements), partitioned and gathered as any frozen tensor, the
+# QuantState whole on every rank; the default persistence threshold
+# (every tensor of the tiny models whole on every rank) and --ds-persist 0
+# (each packed weight gathered around its module: bytes sent)
+ds3q="--framework deepspeed --schemes zero3 --unit layer --lora-r 4 --quant-base nf4"
+# shellcheck disable=SC2086
+fz_agree $ds3q --model "$llama" --precision fp32 --world 1,2,3
+# shellcheck disable=SC2086
+fz_agree $ds3q --model "$llama" --precision fp32 --double-quant on --world 1,2,3 --ds-persist 0
+# shellcheck disable=SC2086
+fz_agree $ds3q --model "$llama" --precision mixed --lora-targets all-linear --double-quant on --grad-accum 2 \
+	--recompute full --world 1,2,3 --ds-persist 0
+# shellcheck disable=SC2086
+fz_agree $ds3q --model "$gpt2" --precision fp32 --lora-targets all-linear --double-quant on --world 1,2,3 --ds-persist 0
+# shellcheck disable=SC2086
+fz_agree $ds3q --model "$gpt2" --precision mixed --world 1,2,3 --ds-persist 0 --lora-dropout 0.1
+# its losses ZeRO-2's bit for bit (the same codes, absmax and adapters;
+# ZeRO-2's are held to the PyTorch step's QLoRA below)
+ds3q_losses() { # WHAT OPTIONS...
+	what=$1
+	shift
+	for s in zero2 zero3; do
+		# shellcheck disable=SC2086
+		"$zerosim" measure --model "$llama" --framework deepspeed --schemes $s --unit layer --lora-r 4 --quant-base nf4 \
+			--seq 16 --batch 2 --steps 3 --lr 1e-2 "$@" --out "$tmp/q$s.json" || exit 99
+	done
+	a=$(fz_losses "$tmp/qzero3.json" | tr '\n' ' ')
+	if [ "$a" = "$(fz_losses "$tmp/qzero2.json" | tr '\n' ' ')" ] && [ "$(fz_losses "$tmp/qzero3.json" | grep -c .)" = 3 ]; then
+		echo "ok: $what: zero3's losses zero2's bit for bit ($a)"
+	else
+		echo "$name: FAIL: $what: zero3 $a, zero2 $(fz_losses "$tmp/qzero2.json" | tr '\n' ' ')" >&2
+		status=1
+	fi
+}
+ds3q_losses "QLoRA llama q,v N=2 fp32 --ds-persist 0" --world 2 --precision fp32 --ds-persist 0
+ds3q_losses "QLoRA llama all-linear double quant N=3 mixed full recompute" --world 3 --precision mixed \
+	--lora-targets all-linear --double-quant on --recompute full
 fz_torch13=$fz_torch
 fz_torch="--framework torch --torch-version 2.6 --torch-device cpu --optimizer-impl single --zero-grad none --attn eager"
 fz_train "llama default nf4 double quant N=1" none dp,zero3 --model "$tmp/llama.json" --world 1 --precision fp32 \
@@ -331,6 +370,18 @@ p0=$(peak)
 resident --lora-r 4 --quant-base nf4 >/dev/null
 fz_hand "peak with --lora-r 4 --quant-base nf4" "$(peak)" $((p0 - 4 * 92160 + $(nf4_held off) + 4 * 2 * 176 * 64)) \
 	"$p0 - 4 · 92,160 + $(nf4_held off) + 4 · 22,528"
+# and under DeepSpeed's ZeRO-3 at N = 2, fp32, --ds-persist 0 (ds3_lora.sh's
+# sum with each 4-bit layer's n elements replaced by its codes, n/8 fp32
+# elements, as bitsandbytes' quant_storage float32 holds them): 4 S3 for
+# every tensor's partition, S3 = (223,552 - 92,160 + 92,160/8 + 1,792)/2;
+# 16 S3_t for the adapters' (896); the QuantState whole on every rank,
+# bitsandbytes' bytes less the codes' n/2; 4 · 5e8 the reduce bucket
+"$zerosim" measure --model "$llama" --framework deepspeed --schemes zero3 --unit layer --lora-r 4 --quant-base nf4 \
+	--precision fp32 --world 2 --ds-persist 0 --seq 16 --batch 2 --steps 2 --out "$tmp/r.json" || exit 99
+S3=$(((223552 - 92160 + 92160 / 8 + 1792) / 2)) qs=$(($(nf4_held off) - 92160 / 2))
+fz_hand "resident under deepspeed zero3 N=2 with --quant-base nf4" \
+	"$(tr -d ' \n\t' <"$tmp/r.json" | grep -o '"resident_bytes":[0-9]*' | head -1 | cut -d: -f2)" \
+	$((4 * S3 + 16 * 896 + qs + 4 * 500000000)) "4 · $S3 + 16 · 896 + $qs + 4 · 5e8"
 
 # 5. Refused: one line, exit 2, no file.
 fz_refuse_with="--lora-r 4"
@@ -344,8 +395,8 @@ fz_refuse "trainable adapters are not one run" --precision fp32 --lora-targets a
 fz_refuse "deepspeed with --offload optimizer: not described" --precision fp32 --framework deepspeed --schemes zero2 \
 	--offload optimizer --world 2
 fz_refuse "no linear layer of llama-tiny matches" --precision fp32 --lora-targets lm_head --unit layer
-fz_refuse "--quant-base nf4 under --framework deepspeed --schemes zero3: not built" --precision fp32 --quant-base nf4 \
-	--framework deepspeed --schemes zero3 --world 2 --unit layer
+fz_refuse "--lora-r under --framework deepspeed with --offload optimizer: not described" --precision fp32 \
+	--quant-base nf4 --framework deepspeed --schemes zero3 --offload optimizer --world 2 --unit layer
 # 6. The report of a paper LoRA run (its transformer section's LoRA
 # paragraph, Ψ_t the adapters'): tests/report_lora.sh.
 echo "$name: $configs configurations, $points points of theory = measure; $checked loss comparisons"

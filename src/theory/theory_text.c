@@ -654,6 +654,19 @@ static void table_text(struct zs_buf *t, const struct theory_request *req, enum 
 			              amount(v1, sizeof v1, q.held), q.weights ? (double)q.held * 8 / (double)q.weights : 0.0,
 			              c->double_quant ? "an 8-bit absmax per 64 and an fp32 constant per 256 blocks"
 			                              : "an fp32 absmax per 64", qb.p, amount(v2, sizeof v2, q.weights * qb.p));
+
+			int z3 = 0;
+			for (size_t i = 0; c->framework == ZS_FW_DEEPSPEED && i < c->nschemes; i++)
+				z3 |= c->schemes[i] == ZS_ZERO3;
+			if (z3) /* docs/finetune.md, "QLoRA under DeepSpeed's own ZeRO-3" */
+				zs_buf_printf(t, "(under --framework deepspeed --schemes zero3 each 4-bit layer's codes are a "
+				              "frozen tensor of %u-byte elements, bitsandbytes' quant_storage of the model's dtype, "
+				              "n/%u of them: stage 3 partitions it as any frozen parameter (params, %s in all "
+				              "before partitioning) and gathers it whole around its module (gathered_params, "
+				              "bytes sent), a persistent one whole on every rank; its QuantState (%s) is an "
+				              "attribute, whole on every rank, in params)\n",
+				              qb.p, 2 * qb.p, amount(v1, sizeof v1, q.codes),
+				              amount(v2, sizeof v2, q.held - q.codes));
 		}
 	}
 	if (req->lora_zero3_left)
