@@ -407,6 +407,16 @@ bad_measure "$tmp/case-huge-batch.json: the case's batches[0][0].x has 1 rows, t
 cat >"$tmp/tiny.json" <<'EOF_'
 {"model_type": "gpt2", "n_embd": 16, "n_layer": 1, "n_head": 2, "vocab_size": 32, "n_positions": 8}
 EOF_
+# QLoRA under DeepSpeed's own ZeRO-3 holds each layer's codes as elements
+# of the params' dtype (docs/finetune.md): a gpt2 of n_embd 18, c_attn's
+# 18 x 54 = 972 weights, fills no whole fp32 element (fp16's it does)
+echo '{"model_type": "gpt2", "n_embd": 18, "n_layer": 1, "n_head": 2, "vocab_size": 32, "n_positions": 8}' \
+	>"$tmp/odd.json"
+for c in measure theory; do
+	"bad_$c" "--quant-base nf4 under --framework deepspeed --schemes zero3: a layer of 972 weights is not a multiple of 8" \
+		--model "$tmp/odd.json" --framework deepspeed --schemes zero3 --unit layer --lora-r 4 --quant-base nf4 \
+		--precision fp32 --world 2 --seq 4 --batch 2
+done
 # autocast (--precision amp-bf16, amp-fp16) is the PyTorch step's alone:
 # refused elsewhere by name, and amp-fp16 on 1.13's CPU as PyTorch refuses
 # it (2.6's is taken: below, with SDPA's rows)
