@@ -34,6 +34,11 @@
 #    param and grad, fp32 master, m, v) over PEFT's count (tests/test_lora:
 #    llama-tiny q, v r 4 1,792; all-linear r 8 18,688), beside the base's
 #    params alone (4 bytes an element; mixed 2).
+#    QLoRA's 4-bit base (--quant-base nf4): part 1's rows under the
+#    paper's step and DeepSpeed's dp, ZeRO-1, ZeRO-2 and (s52) ZeRO-3, the
+#    codes as elements of the params' dtype partitioned by stage 3, the
+#    QuantState whole on every rank (its losses ZeRO-2's bit for bit); by
+#    hand the bytes bitsandbytes stores, and ZeRO-3's resident at N = 2.
 # 5. What is not built is refused with one line, exit 2.
 # About 80 s on a loaded shared core (20 s of CPU); s47's rows add about
 # 7 s of CPU (19 s wall before them, 49 s after on a loaded machine).

@@ -407,7 +407,9 @@ static void *q4_block(struct zs_run *r, unsigned k, const void *src, size_t n)
  * layer of rank k as bitsandbytes stores it (util/nf4.h), quantized from
  * its initial weights (in mixed the fp16 ones the params would hold) as
  * the model is loaded, each storage a tracked block in the params'
- * category, with double quantization the one dynamic map first. The
+ * category, with double quantization the one dynamic map first; under
+ * DeepSpeed's ZeRO-3 the codes go into the rank's partition of their
+ * tensor instead (pack_base). The
  * loader's temporaries are not the device's (the weights are made on
  * the host and quantized there, as a checkpoint is read). */
 static void quantize_base(struct zs_run *r, unsigned k)

@@ -138,8 +138,8 @@ void nf4_base_count(const struct step_params *p, int double_quant, struct nf4_ba
 int nf4_quantized(const struct step_params *p, size_t i);
 
 /* The 4-bit base under zerosim's own step (the paper's, DeepSpeed's own
- * dp, ZeRO-1 and ZeRO-2; docs/finetune.md, "QLoRA under the paper's step
- * and DeepSpeed's own step"): a module's product reads its weight
+ * dp, ZeRO-1, ZeRO-2 and ZeRO-3; docs/finetune.md, "QLoRA under the
+ * paper's step and DeepSpeed's own step"): a module's product reads its weight
  * dequantized into "nf4_w" (index NF4_W), of the largest quantized tensor
  * of p (a fused one whole: the step's one product reads all its parts),
  * at the params' bytes an element (2 in mixed: the model loaded in fp16,
