@@ -66,7 +66,8 @@ into self.losses, stage 3's backward, the epilogue's reduction at every
 micro-step, 2050-2053), partition_grads copying into the gradient
 partitions at micro_step_id 0 and adding into them after (stage3.py
 1481-1487); each micro-step's marks LABEL@k, as zerosim's. One JSON line
-an (N, K), "accum" K.
+an (N, K), "accum" K. With --z3-accum-case TARGETS[/FREEZE] (repeated):
+the same at K = 2 over --z3-case's LoRA and frozen parameters.
 
 With --z3-case TARGETS[/FREEZE] (repeated; tests/ds3_torch.sh; the same
 process, after the above, at --z3-case-worlds' N, 1,2 unless given): the
@@ -110,6 +111,8 @@ def main():
     ap.add_argument("--z3-case-worlds", metavar="N,...", default="1,2")
     ap.add_argument("--z3-accum", metavar="K,...", default="",
                     help="also the ZeRO-3 replay under gradient_accumulation_steps K (--z3-case-worlds' N)")
+    ap.add_argument("--z3-accum-case", metavar="TARGETS[/FREEZE]", action="append", default=[],
+                    help="also the ZeRO-3 replay under gradient_accumulation_steps 2 with LoRA and FREEZE")
     ap.add_argument("--lora-r", type=int, default=4)
     ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager",
                     help="--z3's models' attention (sdpa: 2.x's, as hf_torch.py's --attn sdpa)")
@@ -167,6 +170,13 @@ def main():
             for K in (int(k) for k in m.z3_accum.split(",") if k):
                 for world in (int(w) for w in m.z3_case_worlds.split(",")):
                     print(json.dumps(z3_replay(m.model, world, steps=2, accum=K)), file=f)
+            for case in m.z3_accum_case:
+                targets, _, freeze = case.partition("/")
+                for world in (int(w) for w in m.z3_case_worlds.split(",")):
+                    r = z3_replay(m.model, world, steps=2, lora=None if targets == "none" else (m.lora_r, targets),
+                                  freeze=freeze or None, accum=2)
+                    r["case"] = case
+                    print(json.dumps(r), file=f)
 
 
 def build(path, dropout, lora=None, freeze=None, sdpa=False):
