@@ -23,10 +23,18 @@
 #    before it the set-up's (12 S3 + 4 B + 1 and the buffers) and after it
 #    the steady state, Adam's state made by it, its loss a 3-step run's
 #    first;
+#  - built, --grad-accum K (gpt2-tiny K = 2 and 3, llama-tiny K = 2; K =
+#    2 with LoRA, --freeze and both; N = 1 and 2): theory = measure to
+#    the byte and at every mark, the losses and final weights stage 2's
+#    under the same K bit for bit, the bytes between steps K = 1's and
+#    the further micro-batches' 1024 (K - 1), K times K = 1's
+#    reduce-scatters a step, --steps 1 at N = 1 the run's first step;
 #  - not built, refused with one line (exit 2), by measure and theory
 #    alike, an existing --out left as it was: --steps 1 at N > 1 over a
 #    model whose leaf marks are not described (gemma2: its run's step 1
-#    is the steady step) and a parameter that does not persist at N > 1;
+#    is the steady step) or under --grad-accum (micro-step 2 of
+#    DeepSpeed's first step runs on the trace micro-step 1 recorded) and
+#    a parameter that does not persist at N > 1;
 #  - the reading's PyTorch part, on real PyTorch 1.13: which gathered
 #    parameters a ZeRO-3 release cannot free because a node saved a view
 #    of them (tests/ds3_saved.py over the reference models, every
@@ -71,10 +79,14 @@
 #    parameters (tests/ds3_saved.py --z3-case): the
 #    bytes between steps, the steady step's peak, each phase mark's bytes
 #    and each phase's peak, and at N = 1 step 1's peak and where it
-#    starts, equal to zerosim's.
+#    starts, equal to zerosim's; the same under --grad-accum K
+#    (tests/ds3_saved.py --z3-accum: K micro-steps a step, each the
+#    engine's backward and epilogue, the gradient partitions copied into
+#    at micro_step_id 0 and added into after; --z3-accum-case: K = 2 with
+#    LoRA and --freeze), each micro-step's phase marks too.
 # Not compared with DeepSpeed itself (not installable here).
 # PyTorch is looked for by tests/torch_python.sh; without it the PyTorch
-# part is skipped (exit 77 after the first passed). About 16 s of CPU.
+# part is skipped (exit 77 after the first passed). About 25 s of CPU.
 set -u
 top=${ZS_BUILDDIR:-.}
 src=${srcdir:-.}
