@@ -119,8 +119,8 @@ static void partition_grad(struct ds3 *d, uint32_t out, uint32_t dst, enum zs_ph
  * 158-218): one gradient (N divides it) divided in place, its view of the
  * bucket; several, their cat in that order, divided; the reduce-scatter
  * (moving nothing at N = 1); partition_grads (1466-1527) moves each
- * output, a narrow, into its gradient partition (partition_grad); .grad None (a bucket
- * view); the cat freed with the list. */
+ * output, a narrow, into its gradient partition (partition_grad); .grad
+ * None (a bucket view); the cat freed with the list. */
 static void reduce_n(struct ds3 *d, const size_t *k, const uint64_t *bo_of, enum zs_phase ph);
 
 static void reduce(struct ds3 *d, enum zs_phase ph)
