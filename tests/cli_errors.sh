@@ -1038,6 +1038,11 @@ for cmd in measure theory; do
 	try 2 "--steps 1: --wrapper deepspeed --schemes zero3 at N > 1 over the gemmas' extra norms $s1" \
 		$cmd --framework deepspeed --model "$srcdir/report/models/gemma2-tiny.json" --wrapper deepspeed --world 2 \
 		--schemes zero3 --precision fp32 --torch-version 1.13 --torch-device cpu --steps 1 --out "$keep"
+	# (under --grad-accum its micro-step 2 runs on the trace micro-step 1
+	# recorded: not built, the run's step 1 the steady step's)
+	try 2 "--steps 1: --wrapper deepspeed --schemes zero3 at N > 1 over --grad-accum $s1" \
+		$cmd --framework deepspeed --model "$tiny" --wrapper deepspeed --world 2 --schemes zero3 --precision fp32 \
+		--torch-version 1.13 --torch-device cpu --grad-accum 2 --steps 1 --out "$keep"
 	# (DeepSpeed's ZeRO-1 and 2 have theirs: util/ag_ds.c's step1)
 	try 0 "" $cmd --framework deepspeed --model "$tiny" --wrapper deepspeed --world 2 --schemes zero2 --precision fp32 \
 		--torch-version 1.13 --torch-device cpu --steps 1 --out "$tmp/ds-s1-$cmd.json"

@@ -120,8 +120,8 @@ fz_hand "llama q,v r 4 N=2 resident" "$(tr -d ' \n\t' <"$tmp/h.json" | grep -o '
 # 4. Refused
 fz_refuse_with="--lora-r 4 --framework deepspeed --schemes zero3 --world 2"
 fz_refuse "with --offload params: not described" --unit layer --offload params
-fz_refuse "--grad-accum with --wrapper deepspeed --schemes zero3: not built yet" --wrapper deepspeed \
-	--torch-version 1.13 --torch-device cpu --precision fp32 --grad-accum 2
+fz_refuse "--ds-overlap-comm with --wrapper deepspeed --schemes zero3: not built yet" --wrapper deepspeed \
+	--torch-version 1.13 --torch-device cpu --precision fp32 --ds-overlap-comm off
 fz_refuse "give --unit layer" --unit model
 fz_refuse "frozen adapters" --unit layer --freeze blocks:0-0
 # DeepSpeed's own first step at N > 1 (util/ag_ds3.c's leaf-module

@@ -57,6 +57,18 @@ the bytes between steps (after the last), each step's peak, its phase and
 the bytes where it starts (docs/schedule.md, "ZeRO-3 over the PyTorch
 step", "Held to PyTorch 1.13").
 
+With --z3-accum K,... (tests/ds3_torch.sh; the same process, after the
+above, at --z3-case-worlds' N): the same replay under DeepSpeed's
+gradient_accumulation_steps K (a step K micro-steps of the batch's 2 rows,
+the K micro-batches drawn at once as tests/ds_bf16_torch.py's): each the
+engine's backward (engine.py 2085-2152: loss.float() / K, its mean logged
+into self.losses, stage 3's backward, the epilogue's reduction at every
+micro-step, 2050-2053), partition_grads copying into the gradient
+partitions at micro_step_id 0 and adding into them after (stage3.py
+1481-1487); each micro-step's marks LABEL@k, as zerosim's. One JSON line
+an (N, K), "accum" K. With --z3-accum-case TARGETS[/FREEZE] (repeated):
+the same at K = 2 over --z3-case's LoRA and frozen parameters.
+
 With --z3-case TARGETS[/FREEZE] (repeated; tests/ds3_torch.sh; the same
 process, after the above, at --z3-case-worlds' N, 1,2 unless given): the
 same replay over the model with PEFT's lora.Linear on TARGETS ("default":
@@ -97,6 +109,10 @@ def main():
     ap.add_argument("--z3-case", metavar="TARGETS[/FREEZE]", action="append", default=[],
                     help="the ZeRO-3 replay with LoRA on these targets (none: none), FREEZE frozen")
     ap.add_argument("--z3-case-worlds", metavar="N,...", default="1,2")
+    ap.add_argument("--z3-accum", metavar="K,...", default="",
+                    help="also the ZeRO-3 replay under gradient_accumulation_steps K (--z3-case-worlds' N)")
+    ap.add_argument("--z3-accum-case", metavar="TARGETS[/FREEZE]", action="append", default=[],
+                    help="also the ZeRO-3 replay under gradient_accumulation_steps 2 with LoRA and FREEZE")
     ap.add_argument("--lora-r", type=int, default=4)
     ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager",
                     help="--z3's models' attention (sdpa: 2.x's, as hf_torch.py's --attn sdpa)")
@@ -149,6 +165,16 @@ def main():
                 for world in (int(w) for w in m.z3_case_worlds.split(",")):
                     r = z3_replay(m.model, world, steps=2, lora=None if targets == "none" else (m.lora_r, targets),
                                   freeze=freeze or None)
+                    r["case"] = case
+                    print(json.dumps(r), file=f)
+            for K in (int(k) for k in m.z3_accum.split(",") if k):
+                for world in (int(w) for w in m.z3_case_worlds.split(",")):
+                    print(json.dumps(z3_replay(m.model, world, steps=2, accum=K)), file=f)
+            for case in m.z3_accum_case:
+                targets, _, freeze = case.partition("/")
+                for world in (int(w) for w in m.z3_case_worlds.split(",")):
+                    r = z3_replay(m.model, world, steps=2, lora=None if targets == "none" else (m.lora_r, targets),
+                                  freeze=freeze or None, accum=2)
                     r["case"] = case
                     print(json.dumps(r), file=f)
 
@@ -367,6 +393,7 @@ class Zero3:
                 self.grad_accs.append(acc)
             p.data = torch.empty(0)
         self.ipg, self.used = [], 0
+        self.micro_step_id = 0  # 307
         self.global_grad_norm = 0.  # 191
         self.opt = torch.optim.Adam([self.fp32], lr=1e-3, foreach=False)
 
@@ -494,13 +521,25 @@ class Zero3:
             off += self.c[k]
         del chunks, mine, grads
         for k, g in zip(ks, outs):
-            self.gpart_of[k].narrow(0, 0, g.numel()).copy_(g)  # micro_step_id 0: copy_
+            grad_buffer = self.gpart_of[k].narrow(0, 0, g.numel())
+            if self.micro_step_id == 0:  # 1481-1485
+                grad_buffer.copy_(g)
+            else:  # 1486-1487 (gradient_accumulation_dtype fp32)
+                grad_buffer.add_(g.to(torch.float32).view(grad_buffer.shape))
+            del grad_buffer
             self.params[k].grad = None
         del outs, flat
         self.ipg, self.used = [], 0
 
+    def epilogue(self):
+        """independent_gradient_partition_epilogue (1131-1156): the rest
+        reduced, micro_step_id + 1"""
+        self.reduce()
+        self.micro_step_id += 1
+
     def step(self):
-        """step (2086-2148)"""
+        """step (2086-2148): _pre_step's micro_step_id 0 (1874)"""
+        self.micro_step_id = 0
         for k in range(len(self.params)):  # _partition_all_parameters -> release_and_reset_all
             self.release(k)
         norm_groups = [self.norm()]
@@ -531,7 +570,27 @@ class Zero3:
         return total_norm
 
 
-def z3_replay(path, world, bucket=100000, steps=3, lora=None, freeze=None, sdpa=False):
+def z3_backward(zo, loss, K, at):
+    """engine.backward (engine.py 2085-2152) of a micro-step's loss: at K > 1
+    _scale_loss_by_gas(loss.float()) (1904-1910), the logged mean_loss into
+    self.losses (2105-2106: zo.losses, an attribute: the last one let go as
+    it is replaced), stage 3's
+    backward (2267-2287: loss.float() * 1.0 and its backward), the
+    epilogue (allreduce_gradients, 2050-2053); its locals go as it returns.
+    The backward's mark (at: its micro-step's suffix) where zerosim's is,
+    before autograd's backward"""
+    if K > 1:
+        loss = loss.float() / K
+    mean_loss = loss.mean().detach()
+    zo.losses = mean_loss if zo.losses is None else zo.losses + mean_loss
+    scaled = loss.float() * 1.0
+    hf_torch.mark("phase:backward" + at)
+    scaled.backward()
+    del scaled
+    zo.epilogue()
+
+
+def z3_replay(path, world, bucket=100000, steps=3, lora=None, freeze=None, sdpa=False, accum=1):
     """DeepSpeed's ZeRO-3 (Zero3) over the reference model with its
     config's dropout and DeepSpeed's four hooks on every module, `steps`
     steps of the engine (engine.py backward 2085-2152: loss.mean().detach()
@@ -550,7 +609,8 @@ def z3_replay(path, world, bucket=100000, steps=3, lora=None, freeze=None, sdpa=
         t[:n].copy_(p.data.view(-1))
         src.append(t)
     del model
-    ids = torch.randint(0, cfg["vocab_size"], (2, 32))
+    K = accum
+    ids = torch.randint(0, cfg["vocab_size"], (2 * K, 32))
     # the runs before this one in the same process (and a model just let go)
     # freed now, not by the collector inside the profile, where their frees
     # would count against this run's live bytes (the replay sums every event)
@@ -562,28 +622,32 @@ def z3_replay(path, world, bucket=100000, steps=3, lora=None, freeze=None, sdpa=
         data = ids.clone()
         zo = Zero3(model, world, bucket, src)
         install(model, zo.hook)
-        losses = None
+        zo.losses = None
+        forwards = 0
         for step in range(1, steps + 1):
             hf_torch.mark(f"step:{step}")
-            hf_torch.mark("phase:forward")
-            outputs = model(data, labels)
-            loss = outputs[0]
-            mean_loss = loss.mean().detach()
-            losses = mean_loss
-            del mean_loss
-            scaled = loss.float() * 1.0
-            hf_torch.mark("phase:backward")
-            scaled.backward()
-            del scaled
-            zo.reduce()  # independent_gradient_partition_epilogue, 1131-1156
+            for k in range(K):
+                at = "" if K == 1 else f"@{k}"
+                if K > 1:
+                    hf_torch.mark(f"micro:{k}")
+                hf_torch.mark("phase:forward" + at)
+                # reset_step at each forward's start (ppc.py 228-262):
+                # the first records the trace, the second completes it
+                zo.record = zo.record and forwards == 0
+                forwards += 1
+                outputs = model(data[2 * k:2 * k + 2], labels[2 * k:2 * k + 2])
+                loss = outputs[0]
+                z3_backward(zo, loss, K, at)
+                if k < K - 1:  # an earlier micro-step's outputs let go
+                    del loss
+                    outputs = None
             hf_torch.mark("phase:optimizer")
             zo.step()
-            losses = None  # 2278
+            zo.losses = None  # 2278
             del loss
             outputs = None
             hf_torch.mark("phase:between")
             hf_torch.mark(f"step:{step + 1}")
-    del losses
     stream = hf_torch.replay(hf_torch.memory_events(prof))
     peaks = [hf_torch.analyse_step(stream, s) for s in range(1, steps + 1)]
     # the last step's peak in each phase (the live bytes after each event)
@@ -596,7 +660,7 @@ def z3_replay(path, world, bucket=100000, steps=3, lora=None, freeze=None, sdpa=
                 break
         elif cur is not None:
             phase_peaks[cur] = max(phase_peaks.get(cur, live), live)
-    return dict(model=path, world=world, torch=torch.__version__, sdpa=sdpa, between=stream[-1][0],
+    return dict(model=path, world=world, torch=torch.__version__, sdpa=sdpa, accum=K, between=stream[-1][0],
                 peaks=[x["peak"] for x in peaks], phases=[x["phase"] for x in peaks],
                 starts=[x["start_bytes"] for x in peaks], case=None,
                 marks1={label: live for label, live in peaks[0]["boundaries"] if not label.startswith("step:")},

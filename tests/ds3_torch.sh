@@ -23,10 +23,18 @@
 #    before it the set-up's (12 S3 + 4 B + 1 and the buffers) and after it
 #    the steady state, Adam's state made by it, its loss a 3-step run's
 #    first;
+#  - built, --grad-accum K (gpt2-tiny K = 2 and 3, llama-tiny K = 2; K =
+#    2 with LoRA, --freeze and both; N = 1 and 2): theory = measure to
+#    the byte and at every mark, the losses and final weights stage 2's
+#    under the same K bit for bit, the bytes between steps K = 1's and
+#    the further micro-batches' 1024 (K - 1), K times K = 1's
+#    reduce-scatters a step, --steps 1 at N = 1 the run's first step;
 #  - not built, refused with one line (exit 2), by measure and theory
 #    alike, an existing --out left as it was: --steps 1 at N > 1 over a
 #    model whose leaf marks are not described (gemma2: its run's step 1
-#    is the steady step) and a parameter that does not persist at N > 1;
+#    is the steady step) or under --grad-accum (micro-step 2 of
+#    DeepSpeed's first step runs on the trace micro-step 1 recorded) and
+#    a parameter that does not persist at N > 1;
 #  - the reading's PyTorch part, on real PyTorch 1.13: which gathered
 #    parameters a ZeRO-3 release cannot free because a node saved a view
 #    of them (tests/ds3_saved.py over the reference models, every
@@ -71,10 +79,14 @@
 #    parameters (tests/ds3_saved.py --z3-case): the
 #    bytes between steps, the steady step's peak, each phase mark's bytes
 #    and each phase's peak, and at N = 1 step 1's peak and where it
-#    starts, equal to zerosim's.
+#    starts, equal to zerosim's; the same under --grad-accum K
+#    (tests/ds3_saved.py --z3-accum: K micro-steps a step, each the
+#    engine's backward and epilogue, the gradient partitions copied into
+#    at micro_step_id 0 and added into after; --z3-accum-case: K = 2 with
+#    LoRA and --freeze), each micro-step's phase marks too.
 # Not compared with DeepSpeed itself (not installable here).
 # PyTorch is looked for by tests/torch_python.sh; without it the PyTorch
-# part is skipped (exit 77 after the first passed). About 16 s of CPU.
+# part is skipped (exit 77 after the first passed). About 25 s of CPU.
 set -u
 top=${ZS_BUILDDIR:-.}
 src=${srcdir:-.}
@@ -255,6 +267,94 @@ print("; ".join(bad))' "$m" "$t" "$m3" $before $after $N 2>&1 || echo "cannot re
 	done
 done
 
+# gradient_accumulation_steps K (--grad-accum; util/ag_ds3.c): each
+# micro-step the engine's backward over its loss / K, its gradients
+# reduce-scattered into the gradient partitions at every micro-step
+# (stage3.py partition_grads: copy_ at micro_step_id 0, add_ after,
+# 1481-1487 at 38327e0): theory = measure to the byte and at every mark
+# at N = 1 and 2 (gpt2-tiny K = 2 and 3, llama-tiny K = 2; K = 2 with LoRA
+# r 4 on gpt2's c_attn, gpt2's block 0 frozen, llama's q,v adapters with
+# block 0's frozen); the losses and final weights stage 2's under the
+# same K bit for bit (each micro-step's reduced gradient added into the
+# partition, as stage 2's averaged_gradients); the bytes between steps
+# K = 1's and the K - 1 further micro-batches' input_ids and labels
+# (2 x 2 x 32 int64 each, 1024 B); per step K times K = 1's
+# reduce-scatters and their bytes; at N = 1 --steps 1 (its own list)
+# theory = measure, the K run's first step (tests/ds3_saved.py
+# --z3-accum and --z3-accum-case hold them to PyTorch 1.13 below)
+for row in "gpt2-tiny 2 -" "gpt2-tiny 3 -" "llama-tiny 2 -" "gpt2-tiny 2 default" "gpt2-tiny 2 none/blocks:0-0" \
+	"llama-tiny 2 default/blocks:0-0"; do
+	# shellcheck disable=SC2086
+	set -- $row
+	model=$1 K=$2 case=$3 targets=${3%%/*} freeze= opt= tag=
+	[ "$targets" = "$case" ] || freeze=${case#*/}
+	if [ "$case" != - ]; then
+		[ "$targets" = none ] || opt="--lora-r 4"
+		[ -z "$freeze" ] || opt="${opt:+$opt }--freeze $freeze"
+		tag=-$(printf %s "$case" | tr '/:' '__')
+	fi
+	m=$tmp/ma-$model-$K$tag.json t=$tmp/ta-$model-$K$tag.json z2=$tmp/za-$model-$K$tag.json
+	k1=$tmp/m3-$model-1.json k2=$tmp/m-$model-2.json
+	# shellcheck disable=SC2086
+	"$zerosim" measure -q --timeline $ds $step --model "$models/$model.json" --schemes zero3 --world 1,2 \
+		--grad-accum $K $opt --out "$m" || fail "measure $model zero3 K=$K $opt"
+	# shellcheck disable=SC2086
+	"$zerosim" theory $ds $step --model "$models/$model.json" --schemes zero3 --world 1,2 --grad-accum $K $opt \
+		--out "$t" >/dev/null || fail "theory $model zero3 K=$K $opt"
+	out=$("$top/tests/json_agree" "$m" "$t") || fail "theory and measure differ, $model zero3 K=$K $opt: $out"
+	[ "$out" = "json_agree: 2 points agree exactly" ] || fail "$model zero3 K=$K $opt: $out"
+	# shellcheck disable=SC2086
+	"$zerosim" measure -q $ds $step --model "$models/$model.json" --schemes zero2 --world 1,2 --grad-accum $K $opt \
+		--out "$z2" || fail "measure $model zero2 K=$K $opt"
+	if [ -n "$tag" ]; then
+		k1=$tmp/ma-$model-1$tag.json k2=$k1
+		# shellcheck disable=SC2086
+		"$zerosim" measure -q $ds $step --model "$models/$model.json" --schemes zero3 --world 1,2 $opt \
+			--out "$k1" || fail "measure $model zero3 $opt"
+	fi
+	one=
+	if [ $K = 2 ] && [ -z "$tag" ]; then
+		one=$tmp/ma1-$model.json
+		# shellcheck disable=SC2086
+		"$zerosim" measure -q $ds $step --model "$models/$model.json" --schemes zero3 --world 1 --grad-accum $K \
+			--steps 1 --out "$one" || fail "measure $model zero3 K=$K --steps 1"
+		# shellcheck disable=SC2086
+		"$zerosim" theory $ds $step --model "$models/$model.json" --schemes zero3 --world 1 --grad-accum $K \
+			--steps 1 --out "$tmp/ta1-$model.json" >/dev/null || fail "theory $model zero3 K=$K --steps 1"
+		out=$("$top/tests/json_agree" "$one" "$tmp/ta1-$model.json") ||
+			fail "theory and measure differ, $model zero3 K=$K --steps 1: $out"
+		[ "$out" = "json_agree: 1 points agree exactly" ] || fail "$model zero3 K=$K --steps 1: $out"
+	fi
+	out=$(python3 -c 'import json, sys
+m, t, z2 = (json.load(open(f)) for f in sys.argv[1:4])
+ref = {N: next(r for r in json.load(open(f))["runs"] if r["world"] == N) for N, f in ((1, sys.argv[4]), (2, sys.argv[5]))}
+K, one = int(sys.argv[6]), sys.argv[7]
+bad = []
+for i, N in enumerate((1, 2)):
+    a, b, c, r = m["runs"][i], t["rows"][i]["schedule"], z2["runs"][i], ref[N]
+    if not a["marks"] or a["marks"] != b["marks"]:
+        bad.append("N = %d: the marks differ" % N)
+    if (a["losses"], a["weights_digest"]) != (c["losses"], c["weights_digest"]):
+        bad.append("N = %d: losses %s, weights %s; stage 2 %s, %s" % (N, a["losses"], a["weights_digest"],
+                                                                    c["losses"], c["weights_digest"]))
+    want = [x + 1024 * (K - 1) for x in r["per_rank"]["resident_bytes"]]
+    if a["per_rank"]["resident_bytes"] != want:
+        bad.append("N = %d: %s bytes between steps, not %s" % (N, a["per_rank"]["resident_bytes"], want))
+    rs, rs1 = a["collectives"]["reduce_scatter"], r["collectives"]["reduce_scatter"]
+    if (rs["calls_per_step"], rs["bytes_per_step"]) != (K * rs1["calls_per_step"], K * rs1["bytes_per_step"]):
+        bad.append("N = %d: %s reduce-scatters a step, K = 1 %s" % (N, rs, rs1))
+if one:
+    s1 = json.load(open(one))["runs"][0]
+    if (s1["first_step_peak"], s1["losses"]) != (m["runs"][0]["first_step_peak"], m["runs"][0]["losses"][:1]):
+        bad.append("--steps 1: peak %s, loss %s; the 3-step run'"'"'s first %s, %s" % (
+            s1["first_step_peak"], s1["losses"], m["runs"][0]["first_step_peak"], m["runs"][0]["losses"][:1]))
+print("; ".join(bad))' "$m" "$t" "$z2" "$k1" "$k2" $K "$one" 2>&1 || echo "cannot read $m")
+	[ -z "$out" ] || fail "$model zero3 K=$K $opt: $out"
+	echo "ok: $model zero3 K=$K${opt:+ $opt} N=1,2: theory = measure to the byte and at every mark, stage 2's" \
+		"losses and weights, K = 1's bytes between steps + $((1024 * (K - 1))), $K times its reduce-scatters a" \
+		"step${one:+; --steps 1 at N = 1 the run's first step}"
+done
+
 keep=$tmp/keep.json
 echo kept >"$keep"
 n=0
@@ -263,8 +363,13 @@ big=$tmp/big.json
 # threshold (1e5), so its gathers in forward and backward would be needed
 sed 's/"vocab_size": 1024/"vocab_size": 2048/' "$models/gpt2-tiny.json" >"$big"
 for cmd in measure theory; do
-	for row in 1 2; do
-		if [ $row = 1 ]; then
+	for row in 1 2 3; do
+		if [ $row = 3 ]; then
+			# K > 1: micro-step 2 of DeepSpeed's first step runs on the
+			# trace micro-step 1 recorded (ppc.py reset_step, 228-262)
+			set -- --model "$models/gpt2-tiny.json" --steps 1 --world 2 --grad-accum 2
+			want="zerosim $cmd: --steps 1: --wrapper deepspeed --schemes zero3 at N > 1 over --grad-accum has no first step of its own yet (its one step would be the steady step's over the set-up's state, which PyTorch never runs); give --steps 2"
+		elif [ $row = 1 ]; then
 			# a model whose leaf marks are not described (the first step
 			# gathers at them): its run's step 1 is the steady step
 			set -- --model "$models/gemma2-tiny.json" --steps 1 --world 2
@@ -284,9 +389,9 @@ for cmd in measure theory; do
 		n=$((n + 1))
 	done
 done
-[ "$n" -eq 4 ] || fail "ran $n refusals, not 4"
-echo "ok: --steps 1 over gemma2 and a parameter that does not persist at N = 2 refused $n times (measure and" \
-	"theory)"
+[ "$n" -eq 6 ] || fail "ran $n refusals, not 6"
+echo "ok: --steps 1 over gemma2 and under --grad-accum 2 at N = 2, and a parameter that does not persist at N = 2" \
+	"refused $n times (measure and theory)"
 
 name=ds3_torch
 . "$src/tests/torch_python.sh"
@@ -391,11 +496,14 @@ for model in gpt2-tiny llama-tiny; do
 done
 
 for model in gpt2-tiny llama-tiny; do
-	if [ $model = gpt2-tiny ]; then cases=$cases_gpt2; else cases=$cases_llama; fi
+	if [ $model = gpt2-tiny ]; then
+		cases=$cases_gpt2 accum=2,3 acases="default none/blocks:0-0"
+	else cases=$cases_llama accum=2 acases=default/blocks:0-0; fi
 	# shellcheck disable=SC2046
 	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$src/tests" "$py" "$src/tests/ds3_saved.py" "$models/$model.json" \
 		--hooks "$tmp/hooks-torch" --z3 1,2,3 $(for c in $cases; do printf -- '--z3-case %s ' "$c"; done) \
-		--z3-case-worlds 1,2 --lora-r $r --z3-out "$tmp/z3-$model" >"$tmp/got" 2>"$tmp/err" ||
+		$(for c in $acases; do printf -- '--z3-accum-case %s ' "$c"; done) \
+		--z3-case-worlds 1,2 --z3-accum $accum --lora-r $r --z3-out "$tmp/z3-$model" >"$tmp/got" 2>"$tmp/err" ||
 		{ cat "$tmp/err" >&2; fail "tests/ds3_saved.py $model"; }
 	# DeepSpeed's ZeRO-3 replayed on PyTorch 1.13 (tests/ds3_saved.py
 	# --z3: its allocations transcribed over the reference model with the
@@ -411,7 +519,7 @@ for model in gpt2-tiny llama-tiny; do
 def run(f):
     d = json.load(open(f))
     return d["runs"][0]
-z3 = {r["world"]: r for r in map(json.loads, open(sys.argv[1])) if r["case"] is None}
+z3 = {r["world"]: r for r in map(json.loads, open(sys.argv[1])) if r["case"] is None and r["accum"] == 1}
 zs = {1: run(sys.argv[2]), 2: run(sys.argv[3]), 3: run(sys.argv[4])}
 ones = {1: run(sys.argv[5]), 2: run(sys.argv[6]), 3: run(sys.argv[7])}
 bad, say = [], []
@@ -453,7 +561,7 @@ def run(f):
 tmp, model = sys.argv[1], sys.argv[2]
 bad, say, seen = [], [], 0
 for t in map(json.loads, open(os.path.join(tmp, "z3-" + model))):
-    if t["case"] is None:
+    if t["case"] is None or t["accum"] > 1:
         continue
     seen += 1
     N, tg = t["world"], t["case"]
@@ -488,6 +596,55 @@ print("; ".join(bad) if bad else "ok " + "; ".join(say))' "$tmp" $model 2>&1)
 	"ok "*) echo "ok: $model zero3 with LoRA r $r or --freeze on PyTorch 1.13 (DeepSpeed replayed over PEFT's" \
 		"lora.Linear) = zerosim: ${out#ok }" ;;
 	*) fail "$model: zerosim's ZeRO-3 with LoRA or --freeze and PyTorch 1.13 replaying DeepSpeed's differ: $out" ;;
+	esac
+	# the same under --grad-accum K (the K rows above; ds3_saved.py
+	# --z3-accum and, with LoRA and --freeze, --z3-accum-case): between steps, the steady step's peak, every phase
+	# mark of it (each micro-step's LABEL@k) and each phase's peak (over
+	# its micro-steps) at N = 1 and 2; at N = 1 step 1's peak and the
+	# bytes where it starts (--steps 1's phase:forward@0)
+	out=$(python3 -c 'import json, os, sys
+def run(f):
+    return json.load(open(f))["runs"]
+tmp, model, ks, cs = sys.argv[1], sys.argv[2], [int(k) for k in sys.argv[3].split(",")], sys.argv[4].split()
+bad, say, seen = [], [], set()
+for t in map(json.loads, open(os.path.join(tmp, "z3-" + model))):
+    if t["accum"] == 1:
+        continue
+    N, K, case = t["world"], t["accum"], t["case"]
+    seen.add((N, K, case))
+    tag = "" if case is None else "-" + case.replace("/", "_").replace(":", "_")
+    m = run(os.path.join(tmp, "ma-%s-%d%s.json" % (model, K, tag)))[N - 1]
+    K = "%d%s" % (K, "" if case is None else " " + case)
+    got = (m["per_rank"]["resident_bytes"][0], m["per_rank"]["peak_bytes"][0])
+    want = (t["between"], t["peaks"][1])
+    if got != want:
+        bad.append("K = %s N = %d: zerosim %d between, %d peak; PyTorch %d, %d" % ((K, N) + got + want))
+    if len(t["marks"]) != 2 * t["accum"] + 2 or any(m["marks"].get(k) != v for k, v in t["marks"].items()):
+        bad.append("K = %s N = %d: marks %s, PyTorch %s" % (K, N, {k: m["marks"].get(k) for k in t["marks"]},
+                                                          t["marks"]))
+    pk, tp = {}, {}  # each phase'"'"'s peak in the last step, over its micro-steps
+    for e in m["timeline"]:
+        pk[e["phase"]] = max(pk.get(e["phase"], 0), e["current_bytes"])
+    for ph, v in t["phase_peaks"].items():
+        tp[ph.split("@")[0]] = max(tp.get(ph.split("@")[0], 0), v)
+    for ph in ("forward", "backward", "optimizer"):
+        if pk.get(ph) != tp.get(ph):
+            bad.append("K = %s N = %d: the %s phase peaks at %s, PyTorch %s" % (K, N, ph, pk.get(ph), tp.get(ph)))
+    if N == 1:
+        got1 = (m.get("first_step_peak"), t["peaks"][0])
+        if K == "2":
+            one = run(os.path.join(tmp, "ma1-%s.json" % model))[0]
+            got1 += (one["marks"].get("phase:forward@0"), t["starts"][0])
+        if got1[0::2] != got1[1::2]:
+            bad.append("K = %s N = 1, step 1: zerosim (peak, start) %s, PyTorch %s" % (K, got1[0::2], got1[1::2]))
+    say.append("K = %s N = %d: %d between, %d peak, %d marks" % (K, N, want[0], want[1], len(t["marks"])))
+want = {(N, K, None) for N in (1, 2) for K in ks} | {(N, 2, c) for N in (1, 2) for c in cs}
+if seen != want:
+    bad.append("PyTorch ran (N, K, case) %s, not %s" % (sorted(seen, key=str), sorted(want, key=str)))
+print("; ".join(bad) if bad else "ok " + "; ".join(say))' "$tmp" $model $accum "$acases" 2>&1)
+	case $out in
+	"ok "*) echo "ok: $model zero3 --grad-accum on PyTorch 1.13 (DeepSpeed replayed) = zerosim: ${out#ok }" ;;
+	*) fail "$model: zerosim's ZeRO-3 under --grad-accum and PyTorch 1.13 replaying DeepSpeed's differ: $out" ;;
 	esac
 	# the expected list from the config alone: each weight F.linear reads
 	# (the head's, the tied table's on gpt2), saved as its transpose

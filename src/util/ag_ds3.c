@@ -51,6 +51,9 @@ struct ds3 {
 	/* the bucket: its parameters (in arrival order) and their places */
 	size_t *bk, nb;
 	uint64_t *bo, used;
+	/* micro_step_id (307): 0 from step() and zero_grad (1741, 1874) to
+	 * the epilogue, each epilogue's + 1 (1156) */
+	unsigned micro;
 	/* N > 1, the first step (o->ds3_leaf_marks: ds3_s1_*) */
 	struct ds3_s1 *s1;
 };
@@ -94,13 +97,30 @@ static int by_k(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* partition_grads' move of one output into its gradient partition's
+ * narrow (1479-1497): at micro_step_id 0 copy_ (1481-1485); past it, under
+ * --grad-accum K, grad_buffer.add_(grad_partition.to(fp32).view(shape))
+ * (1486-1487: .to() of an fp32 tensor and .view() are the output itself,
+ * no bytes), the sum in fp32 in the partition (stage 2's own, K
+ * micro-steps' reduced gradients added in turn). */
+static void partition_grad(struct ds3 *d, uint32_t out, uint32_t dst, enum zs_phase ph)
+{
+	if (d->micro == 0) {
+		agp_op(d->p, ph, AG_OP_COPY, out, dst);
+		return;
+	}
+	struct ag_event *e = agp_op(d->p, ph, AG_OP_ADD_, dst, dst);
+	e->in[1] = out;
+	e->arg[0] = 1;
+}
+
 /* __reduce_and_partition_ipg_grads (1294-1328) at N = 1: the bucket's
  * parameters sorted by ds_id (1314), reduce_scatter_coalesced (cc.py
  * 158-218): one gradient (N divides it) divided in place, its view of the
  * bucket; several, their cat in that order, divided; the reduce-scatter
- * (moving nothing at N = 1); partition_grads (1466-1527) copies each
- * output, a narrow, into its gradient partition; .grad None (a bucket
- * view); the cat freed with the list. */
+ * (moving nothing at N = 1); partition_grads (1466-1527) moves each
+ * output, a narrow, into its gradient partition (partition_grad); .grad
+ * None (a bucket view); the cat freed with the list. */
 static void reduce_n(struct ds3 *d, const size_t *k, const uint64_t *bo_of, enum zs_phase ph);
 
 static void reduce(struct ds3 *d, enum zs_phase ph)
@@ -144,7 +164,7 @@ static void reduce(struct ds3 *d, enum zs_phase ph)
 	agp_scalar_inplace(p, AG_OP_DIV_SCALAR_, red, 1.0, ph);
 	agp_op(p, ph, AG_OP_ALL_REDUCE_SUM_, red, red);
 	for (size_t j = 0; j < d->nb; j++)
-		agp_op(p, ph, AG_OP_COPY, src[j], agp_view1(p, d->gpart, d->po[k[j]], d->numel[k[j]]));
+		partition_grad(d, src[j], agp_view1(p, d->gpart, d->po[k[j]], d->numel[k[j]]), ph);
 	if (cat != NO)
 		agp_free(p, cat, ph);
 	free(k);
@@ -174,8 +194,8 @@ static uint64_t chunk_len(const struct ds3 *d, size_t k, unsigned r)
  * it, each output a narrow of that chunk of the rank's own elements
  * (210-217); the list and its paddings dropped as the function returns
  * (the last item first). partition_grads (1466-1527): each output copied
- * into its narrow of grad_partitions_flat_buffer (the first micro-step's
- * copy_, 1484-1489), nothing on a rank whose chunk is empty (1471-1475);
+ * into its narrow of grad_partitions_flat_buffer (partition_grad: the
+ * first micro-step's copy_, a later one's add_), nothing on a rank whose chunk is empty (1471-1475);
  * the cat freed with the outputs. The paddings' values are zeros here
  * (an empty's are whatever the allocator held; the reduce-scatter's sum
  * of them lands in the chunk's tail, which no rank copies). The
@@ -232,7 +252,7 @@ static void reduce_n(struct ds3 *d, const size_t *k, const uint64_t *bo_of, enum
 		size_t kj = k[j];
 		if (chunk_len(d, kj, N - 1) == d->c[kj]) { /* every rank's chunk whole: one copy for all */
 			uint32_t src = agp_view1(p, p->s->tensor[out].storage, p->s->tensor[out].offset + at, d->c[kj]);
-			agp_op(p, ph, AG_OP_COPY, src, agp_view1(p, d->gpart, d->po[kj], d->c[kj]));
+			partition_grad(d, src, agp_view1(p, d->gpart, d->po[kj], d->c[kj]), ph);
 		} else
 			for (unsigned r = 0; r < N; r++) {
 				uint64_t len = chunk_len(d, kj, r);
@@ -240,7 +260,7 @@ static void reduce_n(struct ds3 *d, const size_t *k, const uint64_t *bo_of, enum
 					continue;
 				size_t from = p->nev;
 				uint32_t src = agp_view1(p, p->s->tensor[out].storage, p->s->tensor[out].offset + at, len);
-				agp_op(p, ph, AG_OP_COPY, src, agp_view1(p, d->gpart, d->po[kj], len));
+				partition_grad(d, src, agp_view1(p, d->gpart, d->po[kj], len), ph);
 				agp_rank_only(p, from, r);
 			}
 		at += d->c[kj];
@@ -637,9 +657,16 @@ static int ds3_step(struct ds3 *d, const struct ag_ds_params *pp, const struct a
 	const uint64_t S3 = d->S3;
 	int rc;
 	/* the step. Stage 3's backward (2267-2287): loss_scaler.backward of
-	 * loss.float() (the loss itself in fp32); the bucket is the set-up's */
+	 * loss.float() (the loss itself in fp32); the bucket is the set-up's.
+	 * Under --grad-accum K its K micro-steps, each the engine's backward
+	 * over its loss divided by K (engine.py _scale_loss_by_gas,
+	 * 1904-1910), each gradient moved into the bucket at its hook and the
+	 * rest reduced by the epilogue at every micro-step's end
+	 * (allreduce_gradients, engine.py 2050-2053: stage 3 partitions
+	 * gradients), the partitions summing them (partition_grad) */
 	struct ag_ds_walk wk;
-	ag_ds_walk_begin(&wk, p, pp, NO, 1, 1);
+	ag_ds_walk_begin(&wk, p, pp, NO, o->grad_accum, 1);
+	d->micro = 0;
 	/* the leaf modules' marks: step 1's fetches and releases at N > 1
 	 * (s1_hook), dropped from the steady step */
 	wk.marks = o->ds3_leaf_marks;
@@ -657,6 +684,17 @@ static int ds3_step(struct ds3 *d, const struct ag_ds_params *pp, const struct a
 		}
 		if (e->kind == AG_EV_GRAD_READY) {
 			ipg_add(d, kg, wk.put_t, wk.put_s, e->phase);
+			continue;
+		}
+		if (e->kind == AG_EV_FREE) {
+			/* a micro-step's `del loss` past the engine's backward:
+			 * its epilogue (independent_gradient_partition_epilogue,
+			 * 1131-1156: the rest reduced, micro_step_id + 1), then
+			 * its scaled loss and mean_loss gone */
+			reduce(d, e->phase);
+			d->micro++;
+			agp_copy(p, e);
+			ag_ds_backward_returns(&wk, e->phase);
 			continue;
 		}
 		/* the optimizer's mark: engine.py allreduce_gradients (2048-2053) -> the

@@ -5,7 +5,11 @@
  * util/ag_ds.h's for stages 1 and 2 (--framework deepspeed --wrapper
  * deepspeed --schemes zero3; docs/schedule.md, "ZeRO-3 over the PyTorch
  * step", has what it allocates, read at DeepSpeed's commit 38327e0 with
- * file and line), fp32, DeepSpeed's defaults, no offload, K = 1; frozen
+ * file and line), fp32, DeepSpeed's defaults, no offload; --grad-accum
+ * K (each micro-step reduce-scattered into the gradient partitions,
+ * copied at the first and added after: docs/schedule.md, "Gradient
+ * accumulation under ZeRO-3"; its first step at N > 1 the steady step's,
+ * --steps 1 refused there); frozen
  * parameters (LoRA's base, --freeze) partitioned as the trained ones, each
  * its own ds_tensor (docs/finetune.md, "LoRA and --freeze under --wrapper
  * deepspeed --schemes zero3").

@@ -7979,6 +7979,10 @@ const char *ag_ds3_marks_lacking(const struct zs_model *m, const struct ag_optio
 	       /* (held to DeepSpeed's hooks in fp32 with every parameter
 	        * trained alone: tests/ds3_torch.sh) */
 	       : o->freeze && *o->freeze ? "--freeze"
+	       /* micro-step 1 records the trace, 2 on run on the complete
+	        * one (ppc.py reset_step, 228-262, at each forward's start)
+	        * from nothing gathered: not built */
+	       : o->grad_accum > 1 ? "--grad-accum"
 	       : o->amp != AG_F32 || o->mdt != AG_F32 ? "16-bit compute (autocast, DeepSpeed's bf16)"
 	       /* the first step at N > 1 is held to 1.13's replay alone (2.6's
 	        * module-hook marks differ: docs/schedule.md "Under PyTorch 2.6") */

@@ -411,7 +411,8 @@ struct ag_options {
 	 * (a module whose inputs require no grad has no ":bwd_end"); and
 	 * F.linear's saved weight.t() kept as a view that its backward reads.
 	 * gpt2 and llama's layer (no fused, normed or biased q/k/v, no
-	 * mixture, no LoRA, no 4-bit base) so far (ag_ds3_marks_lacking);
+	 * mixture, no LoRA, no 4-bit base, no --grad-accum) so far
+	 * (ag_ds3_marks_lacking);
 	 * ag_step_build_run sets it for DeepSpeed's ZeRO-3 at N > 1, whose
 	 * first step gathers and releases at them; 0 leaves every list as it
 	 * was. */

@@ -1135,23 +1135,21 @@ static int check_ds_wrapper(const struct zs_config *c, char **cause)
 	 * not built), its --steps 1 is refused, util/autograd.c
 	 * ag_step1_check; docs/schedule.md */
 	/* ZeRO-3 over the plain step, --freeze's and LoRA's (util/ag_ds3.h:
-	 * the frozen parameters partitioned too): stage 3's own accumulation
-	 * and overlap_comm (on by default for stage 3, runtime/zero/config.py
-	 * 351-354) are not built */
+	 * the frozen parameters partitioned too) and --grad-accum's (each
+	 * micro-step reduced into the gradient partitions, util/ag_ds3.c
+	 * partition_grad; its first step at N > 1 is the steady step's,
+	 * --steps 1 refused: ag_ds3_marks_lacking): overlap_comm (on by
+	 * default for stage 3, runtime/zero/config.py 351-354) is not built */
 	/* QLoRA's 4-bit base under DeepSpeed's engine: neither a stage 1/2
 	 * flat buffer nor stage 3's partitions of a packed uint8 weight are
 	 * described or compared (DeepSpeed's own step runs it: --wrapper auto) */
 	if (c->quant_nf4)
 		return zs_fail(cause, "--quant-base nf4 with --wrapper deepspeed: not described yet (give --wrapper auto: "
 		               "DeepSpeed's own step, dp, zero1 or zero2)");
-	if (c->nschemes > 0 && c->schemes[0] == ZS_ZERO3) {
-		const char *what = c->grad_accum > 1 ? "--grad-accum"
-		                 : (c->given & ZS_KEY_BIT(ZS_KEY_DS_OVERLAP_COMM)) ? "--ds-overlap-comm" : NULL;
-		if (what != NULL)
-			return zs_fail(cause, "%s with --wrapper deepspeed --schemes zero3: not built yet (stage 3 takes the "
-			               "plain step, --freeze and --lora-r so far; leave %s out, or give --schemes zero1 or "
-			               "zero2)", what, what);
-	}
+	if (c->nschemes > 0 && c->schemes[0] == ZS_ZERO3 && (c->given & ZS_KEY_BIT(ZS_KEY_DS_OVERLAP_COMM)))
+		return zs_fail(cause, "--ds-overlap-comm with --wrapper deepspeed --schemes zero3: not built yet (stage 3 "
+		               "takes the plain step, --freeze, --lora-r and --grad-accum so far; leave --ds-overlap-comm "
+		               "out, or give --schemes zero1 or zero2)");
 	/* --precision mixed: DeepSpeed's bf16 ({"bf16": {"enabled": true}}),
 	 * module.bfloat16() (engine.py 1224-1231 at 38327e0) and the ZeRO
 	 * optimizer's fp32 partition (util/ag_ds.c); stages 1 and 2 (held to
