@@ -91,7 +91,7 @@ Usage: python3 ds_bf16_torch.py MODEL.json... [--dtype bf16,fp32] [--stage 1,2]
        [--world 1,2] [--bucket 100000] [--steps 3] [--seq 32] [--batch 2]
        [--dropout config|0] [--attn eager|sdpa] [--lora MODEL.json [--lora-r 4] [--lora-freeze PATTERN]
        [--lora-dtype fp32,bf16] [--lora-dropout P]] [--freeze MODEL.json=PATTERN]
-       [--accum MODEL.json=K] [--recompute MODEL.json]
+       [--accum MODEL.json=K] [--recompute MODEL.json] [--qlora MODEL.json=on|off [--qlora-targets T]]
 (one JSON line per world, model, dtype and stage; at N > 1 rank 0's with
 every rank's figures in "ranks")
 """
@@ -359,8 +359,8 @@ def engine_backward(zo, loss, K):
         zo.epilogue()
 
 
-def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, accum=1, recompute="none", world=1,
-        rank=0, pg=None):
+def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, accum=1, recompute="none", qlora=None,
+        world=1, rank=0, pg=None):
     """One run: the model from MODEL.json under DeepSpeed's stage `stage`
     in `dtype`, a.steps steps, profiled, as rank `rank` of `world`; its
     figures. lora: PEFT's adapters over it first (tests/ft_torch.py's
@@ -373,7 +373,13 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
     In bf16 module.bfloat16() comes after both, as deepspeed.initialize
     after get_peft_model: every parameter bf16, frozen ones and the
     adapters too (engine 1228-1231: the module's .bfloat16(), which
-    casts every floating parameter whatever its requires_grad)."""
+    casts every floating parameter whatever its requires_grad).
+    qlora (with lora, fp32): the base 4-bit as transformers loads it,
+    "off" or "on" its double quantization (tests/ft_torch.py's
+    quantize_as_loaded, Linear4bit and LoraLinear4bit; quant_storage
+    uint8, compute dtype fp32): each packed weight a frozen uint8
+    parameter of its module, which the ZeRO optimizer's groups leave out
+    (s12 305-315, requires_grad), as any frozen one."""
     torch.manual_seed(0)
     del hf_torch.ROUTING[:]  # a mixture's: this run's forwards' tokens per expert, each block's
     b = argparse.Namespace(model=model_json, dropout=a.dropout, tied=None, recompute=recompute, mask="where")
@@ -385,19 +391,28 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
     gc.collect()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         mark("build")
+        q4 = None
+        if qlora is not None:
+            import ft_torch
+            q4 = ft_torch.quantize_as_loaded(argparse.Namespace(amp="bf16" if dtype == "bf16" else "none",
+                                                                load_dtype="fp32", quant_storage="uint8",
+                                                                double_quant=qlora == "on"))
         if family == "gpt2":
             model = hf_torch.GPT2LMHeadModel(cfg, tied, b.mask, a.attn == "sdpa")
         elif family in hf_torch.FAMILY_ATTENTION:
             model = hf_torch.LlamaForCausalLM(cfg, tied, a.attn == "sdpa", hf_torch.FAMILY_ATTENTION[family])
         else:
             sys.exit(f"ds_bf16_torch: model_type {family!r}: gpt2 and the llama-like families (the mixtures too) only")
+        if q4 is not None:
+            q4.remove()
         model.train()
         if lora:
             # as tests/ft_torch.py's run(): get_peft_model's wrapping and
             # freezing (PEFT v0.20.0's _mark_only_adapters_as_trainable),
             # then --freeze's adapters by name, before DeepSpeed sees them
             import ft_torch
-            la = argparse.Namespace(lora_r=a.lora_r, lora_alpha=8, lora_dropout=lora_dropout, lora_targets="")
+            la = argparse.Namespace(lora_r=a.lora_r, lora_alpha=8, lora_dropout=lora_dropout,
+                                    lora_targets=a.lora_targets if qlora is not None else "")
             ft_torch.apply_lora(la, model, family)
             for n, p in model.named_parameters():
                 p.requires_grad_("lora_" in n and not (freeze and ft_torch.freeze_matches(
@@ -474,7 +489,8 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
     # (each step's peak: a mixture's steps route apart, so its run's peak
     # is the most of the steps after the first)
     step_peaks = [hf_torch.analyse_step(stream, t)["peak"] for t in range(1, a.steps + 1)] if routing else None
-    return dict(routing=routing, step_peaks=step_peaks, model=model_json, dtype=dtype, stage=stage, lora=lora, freeze=freeze, lora_dropout=lora_dropout,
+    return dict(routing=routing, step_peaks=step_peaks, model=model_json, dtype=dtype, stage=stage, lora=lora,
+                freeze=freeze, lora_dropout=lora_dropout, qlora=qlora,
                 accum=accum, recompute=recompute, world=world, rank=rank, bucket=a.bucket, batch=a.batch, seq=a.seq,
                 torch=torch.__version__, attn=a.attn,
                 params=zo.S, between=stream[-1][0], peak=last["peak"], peak_phase=last["phase"],
@@ -504,6 +520,12 @@ def main():
     ap.add_argument("--lora-dtype", default="fp32", help="the --lora runs' dtypes: fp32, bf16 or both")
     ap.add_argument("--lora-dropout", default="", metavar="P",
                     help="also each --lora MODEL.json in bf16 at stage 1 with lora_dropout P, no adapter frozen")
+    ap.add_argument("--qlora", action="append", default=[], metavar="MODEL.json=DQ",
+                    help="also MODEL.json in fp32 under QLoRA (each --stage, every --world; repeatable): LoRA r "
+                         "--lora-r over --qlora-targets, the base 4-bit (tests/ft_torch.py's), DQ its double "
+                         "quantization, on or off")
+    ap.add_argument("--qlora-targets", dest="lora_targets", default="", metavar="T",
+                    help="the --qlora runs' LoRA targets (tests/ft_torch.py's --lora-targets; PEFT's default)")
     ap.add_argument("--accum", action="append", default=[], metavar="MODEL.json=K",
                     help="also MODEL.json in bf16 under gradient_accumulation_steps K (each --stage), and in fp32 at "
                          "the first --stage, N = 1 (repeatable)")
@@ -533,6 +555,13 @@ def main():
         m, _, k = f.partition("=")
         cases += [(m, "bf16", int(st), False, "", 0.0, int(k)) for st in stages]
         cases += [(m, "fp32", int(stages[0]), False, "", 0.0, int(k))]
+    qlora = []
+    for f in a.qlora:  # fp32 each stage, every N
+        m, _, dq = f.partition("=")
+        if dq not in ("on", "off"):
+            ap.error(f"--qlora {f}: MODEL.json=on or =off (its double quantization)")
+        qlora += [(m, dt, int(st), True, "", 0.0, 1, "none", dq) for dt in a.lora_dtype.split(",") for st in stages]
+    cases += qlora
     for m in a.recompute:  # bf16 each stage (N = 1)
         cases += [(m, "bf16", int(st), False, "", 0.0, 1, "full") for st in stages]
     for f in a.freeze:  # bf16 each stage; fp32 at the first, for its losses (N = 1)
@@ -552,7 +581,8 @@ def main():
         bf16 = hf_torch.TV >= (2, 0)
         if "bf16" in dtypes and not bf16:
             sys.stderr.write(f"ds_bf16_torch: bf16 not run at N = {w}: gloo in PyTorch 1.13 reduces no bf16 tensor\n")
-        cw = [c for c in cases if (bf16 or c[1] != "bf16") and (len(c) < 5 or c in lora)]  # (not --freeze's or --accum's)
+        cw = [c for c in cases if (bf16 or c[1] != "bf16") and (len(c) < 5 or c in lora or c in qlora)]
+        # (not --freeze's or --accum's)
         if cw:
             hf_torch.spawn(worker, w, lambda store, w=w, cw=cw: (a, w, cw, store))
 

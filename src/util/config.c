@@ -1151,7 +1151,7 @@ static int check_ds_wrapper(const struct zs_config *c, char **cause)
 	/* QLoRA's 4-bit base under DeepSpeed's engine: neither a stage 1/2
 	 * flat buffer nor stage 3's partitions of a packed uint8 weight are
 	 * described or compared (DeepSpeed's own step runs it: --wrapper auto) */
-	if (c->quant_nf4)
+	if (c->quant_nf4 && c->nschemes > 0 && c->schemes[0] == ZS_ZERO3)
 		return zs_fail(cause, "--quant-base nf4 with --wrapper deepspeed: not described yet (give --wrapper auto: "
 		               "DeepSpeed's own step, dp, zero1 or zero2)");
 	if (c->nschemes > 0 && c->schemes[0] == ZS_ZERO3) {
