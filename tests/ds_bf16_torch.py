@@ -91,7 +91,7 @@ Usage: python3 ds_bf16_torch.py MODEL.json... [--dtype bf16,fp32] [--stage 1,2]
        [--world 1,2] [--bucket 100000] [--steps 3] [--seq 32] [--batch 2]
        [--dropout config|0] [--attn eager|sdpa] [--lora MODEL.json [--lora-r 4] [--lora-freeze PATTERN]
        [--lora-dtype fp32,bf16] [--lora-dropout P]] [--freeze MODEL.json=PATTERN]
-       [--accum MODEL.json=K] [--recompute MODEL.json] [--qlora MODEL.json=on|off [--qlora-targets T]]
+       [--accum MODEL.json=K] [--recompute MODEL.json] [--qlora MODEL.json=on|off[,K[,full]] [--qlora-targets T]]
 (one JSON line per world, model, dtype and stage; at N > 1 rank 0's with
 every rank's figures in "ranks")
 """
@@ -421,6 +421,7 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
             import ft_torch
             for n, p in model.named_parameters():
                 p.requires_grad_(not ft_torch.freeze_matches(freeze, family, cfg, ft_torch.hf_name(family, n)))
+        hf_torch.input_require_grads(model)  # (--recompute: over frozen embeddings, hf_torch.py's)
         hf_torch.install_hooks(model, set(model.units))
         if dtype == "bf16":
             model.bfloat16()  # engine 1228-1231
@@ -520,10 +521,11 @@ def main():
     ap.add_argument("--lora-dtype", default="fp32", help="the --lora runs' dtypes: fp32, bf16 or both")
     ap.add_argument("--lora-dropout", default="", metavar="P",
                     help="also each --lora MODEL.json in bf16 at stage 1 with lora_dropout P, no adapter frozen")
-    ap.add_argument("--qlora", action="append", default=[], metavar="MODEL.json=DQ",
-                    help="also MODEL.json in fp32 under QLoRA (each --stage, every --world; repeatable): LoRA r "
-                         "--lora-r over --qlora-targets, the base 4-bit (tests/ft_torch.py's), DQ its double "
-                         "quantization, on or off")
+    ap.add_argument("--qlora", action="append", default=[], metavar="MODEL.json=DQ[,K[,full]]",
+                    help="also MODEL.json under QLoRA (each --lora-dtype and --stage, every --world; repeatable): "
+                         "LoRA r --lora-r over --qlora-targets, the base 4-bit (tests/ft_torch.py's), DQ its double "
+                         "quantization, on or off; K gradient_accumulation_steps, full: Hugging Face's gradient "
+                         "checkpointing (as --recompute)")
     ap.add_argument("--qlora-targets", dest="lora_targets", default="", metavar="T",
                     help="the --qlora runs' LoRA targets (tests/ft_torch.py's --lora-targets; PEFT's default)")
     ap.add_argument("--accum", action="append", default=[], metavar="MODEL.json=K",
@@ -557,10 +559,11 @@ def main():
         cases += [(m, "fp32", int(stages[0]), False, "", 0.0, int(k))]
     qlora = []
     for f in a.qlora:  # fp32 each stage, every N
-        m, _, dq = f.partition("=")
-        if dq not in ("on", "off"):
-            ap.error(f"--qlora {f}: MODEL.json=on or =off (its double quantization)")
-        qlora += [(m, dt, int(st), True, "", 0.0, 1, "none", dq) for dt in a.lora_dtype.split(",") for st in stages]
+        m, _, spec = f.partition("=")
+        dq, k, rc = (spec.split(",") + ["1", "none"])[:3]
+        if dq not in ("on", "off") or not k.isdigit() or rc not in ("none", "full"):
+            ap.error(f"--qlora {f}: MODEL.json=on or =off (its double quantization), then ,K and ,full")
+        qlora += [(m, dt, int(st), True, "", 0.0, int(k), rc, dq) for dt in a.lora_dtype.split(",") for st in stages]
     cases += qlora
     for m in a.recompute:  # bf16 each stage (N = 1)
         cases += [(m, "bf16", int(st), False, "", 0.0, 1, "full") for st in stages]

@@ -1148,12 +1148,15 @@ static int check_ds_wrapper(const struct zs_config *c, char **cause)
 	 * the frozen parameters partitioned too): stage 3's own accumulation
 	 * and overlap_comm (on by default for stage 3, runtime/zero/config.py
 	 * 351-354) are not built */
-	/* QLoRA's 4-bit base under DeepSpeed's engine: neither a stage 1/2
-	 * flat buffer nor stage 3's partitions of a packed uint8 weight are
-	 * described or compared (DeepSpeed's own step runs it: --wrapper auto) */
+	/* QLoRA's 4-bit base under DeepSpeed's engine: stages 1 and 2 flatten
+	 * the requires_grad parameters alone (stage_1_and_2.py 305-315), so
+	 * the frozen packed weight stays a module tensor whole on every rank
+	 * (docs/finetune.md, "QLoRA under --wrapper deepspeed"); stage 3 would
+	 * partition it (held as quant_storage float32, as under --wrapper
+	 * fsdp) and gather it before each dequantize: not built */
 	if (c->quant_nf4 && c->nschemes > 0 && c->schemes[0] == ZS_ZERO3)
-		return zs_fail(cause, "--quant-base nf4 with --wrapper deepspeed: not described yet (give --wrapper auto: "
-		               "DeepSpeed's own step, dp, zero1 or zero2)");
+		return zs_fail(cause, "--quant-base nf4 with --wrapper deepspeed --schemes zero3: not built yet (stage 3's "
+		               "partitions of the packed 4-bit weight are not described; give --schemes zero1 or zero2)");
 	if (c->nschemes > 0 && c->schemes[0] == ZS_ZERO3) {
 		const char *what = c->grad_accum > 1 ? "--grad-accum"
 		                 : (c->given & ZS_KEY_BIT(ZS_KEY_DS_OVERLAP_COMM)) ? "--ds-overlap-comm" : NULL;
