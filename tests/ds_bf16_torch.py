@@ -385,6 +385,12 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
     b = argparse.Namespace(model=model_json, dropout=a.dropout, tied=None, recompute=recompute, mask="where")
     _, family, cfg, tied = hf_torch.build(b)
     losses = []
+    if qlora is not None:
+        # each run a process of its own as to bitsandbytes' dynamic map
+        # (name2qmap, made at a process's first double quantization): an
+        # earlier run's let go here, this run's made inside its profile
+        import ft_torch
+        del ft_torch.QMAP[:]
     # the runs before this one in the same process (and a model just let go)
     # freed now, not by the collector inside the profile, where their frees
     # would count against this run's live bytes (the replay sums every event)
