@@ -38,7 +38,7 @@
 #  - the comparison fails on a one-byte change to PyTorch's figures.
 # Not compared with DeepSpeed itself (not installable here). make
 # check-torch26 runs it (`tests/ds_torch26.sh torch26`); without the
-# root: skip (77), or fail under ZS_REQUIRE_TORCH26=1. About 75 s of CPU
+# root: skip (77), or fail under ZS_REQUIRE_TORCH26=1. About 85 s of CPU
 # (the four PyTorch runs side by side).
 set -u
 top=${ZS_BUILDDIR:-.}

@@ -195,7 +195,9 @@ struct zs_opt {
 	"                         --framework paper, or deepspeed dp, zero1,\n" \
 	"                         zero2, fp32 or mixed: the base whole on every\n" \
 	"                         rank, each product's weight dequantized into one\n" \
-	"                         scratch of the largest 4-bit tensor)\n" \
+	"                         scratch of the largest 4-bit tensor; --wrapper\n" \
+	"                         deepspeed zero1, zero2, fp32 or mixed: the\n" \
+	"                         PyTorch step's Linear4bit, the base whole)\n" \
 	"      --double-quant S   with --quant-base nf4: the absmax in 8 bits, on or\n" \
 	"                         off (default off; about 4.127 bits a weight)\n" \
 	"      --load-dtype D     the model's dtype as loaded, fp32 (default) or\n" \
