@@ -71,6 +71,13 @@
 #    bfloat16 (n / 4 elements) in bf16 units; and FSDP's losses DDP's, bit
 #    for bit (the bytes against PyTorch 2.6: tests/ft_lora.sh and
 #    ft_fsdp_lora.sh torch26's "loaded in bf16" rows).
+# 11. Under --wrapper deepspeed (DeepSpeed's engine over the PyTorch step),
+#    zero1 and zero2, fp32 and mixed, K = 1 and 2, --recompute full: 2.
+#    and 3. (the packed weights in no flat group, whole on every rank; in
+#    mixed the fp32 base's weights 2 B an element), the traffic the fp32
+#    base's, and in fp32 the losses --wrapper ddp's bit for bit (the bytes
+#    against PyTorch 2.6: tests/ds_torch26.sh's QLoRA rows); zero3 refused
+#    (1.).
 # Exit 0 pass, 1 disagreement, 99 hard error.
 set -u
 top=${ZS_BUILDDIR:-.}
