@@ -46,6 +46,12 @@ What bf16 changes, with the lines it follows:
     requires_grad ones alone (s12 305-315), so a frozen parameter stays a
     bf16 module tensor outside the flat buffer, with no fp32 partition,
     gradient or Adam state.
+  - QLoRA (--qlora): the base 4-bit as transformers loads it (tests/
+    ft_torch.py's Linear4bit, quantized from the fp32 weights), PEFT's
+    adapters over it, then module.bfloat16() in bf16, which casts neither
+    the uint8 codes nor the QuantState (not parameters of a float dtype):
+    each use dequantizes into fp32 (quant_state.dtype) and copies to bf16,
+    the compute dtype bf16 (bnb_4bit_compute_dtype=torch.bfloat16).
   - gradient accumulation (--accum, gradient_accumulation_steps K): each
     micro-step the engine's backward (engine 2085-2152: loss.float() / K,
     self.losses summed, the optimizer's backward, allreduce_gradients);
