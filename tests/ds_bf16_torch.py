@@ -46,6 +46,12 @@ What bf16 changes, with the lines it follows:
     requires_grad ones alone (s12 305-315), so a frozen parameter stays a
     bf16 module tensor outside the flat buffer, with no fp32 partition,
     gradient or Adam state.
+  - QLoRA (--qlora): the base 4-bit as transformers loads it (tests/
+    ft_torch.py's Linear4bit, quantized from the fp32 weights), PEFT's
+    adapters over it, then module.bfloat16() in bf16, which casts neither
+    the uint8 codes nor the QuantState (not parameters of a float dtype):
+    each use dequantizes into fp32 (quant_state.dtype) and copies to bf16,
+    the compute dtype bf16 (bnb_4bit_compute_dtype=torch.bfloat16).
   - gradient accumulation (--accum, gradient_accumulation_steps K): each
     micro-step the engine's backward (engine 2085-2152: loss.float() / K,
     self.losses summed, the optimizer's backward, allreduce_gradients);
@@ -91,7 +97,7 @@ Usage: python3 ds_bf16_torch.py MODEL.json... [--dtype bf16,fp32] [--stage 1,2]
        [--world 1,2] [--bucket 100000] [--steps 3] [--seq 32] [--batch 2]
        [--dropout config|0] [--attn eager|sdpa] [--lora MODEL.json [--lora-r 4] [--lora-freeze PATTERN]
        [--lora-dtype fp32,bf16] [--lora-dropout P]] [--freeze MODEL.json=PATTERN]
-       [--accum MODEL.json=K] [--recompute MODEL.json]
+       [--accum MODEL.json=K] [--recompute MODEL.json] [--qlora MODEL.json=on|off[,K[,full]] [--qlora-targets T]]
 (one JSON line per world, model, dtype and stage; at N > 1 rank 0's with
 every rank's figures in "ranks")
 """
@@ -359,8 +365,8 @@ def engine_backward(zo, loss, K):
         zo.epilogue()
 
 
-def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, accum=1, recompute="none", world=1,
-        rank=0, pg=None):
+def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, accum=1, recompute="none", qlora=None,
+        world=1, rank=0, pg=None):
     """One run: the model from MODEL.json under DeepSpeed's stage `stage`
     in `dtype`, a.steps steps, profiled, as rank `rank` of `world`; its
     figures. lora: PEFT's adapters over it first (tests/ft_torch.py's
@@ -373,31 +379,52 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
     In bf16 module.bfloat16() comes after both, as deepspeed.initialize
     after get_peft_model: every parameter bf16, frozen ones and the
     adapters too (engine 1228-1231: the module's .bfloat16(), which
-    casts every floating parameter whatever its requires_grad)."""
+    casts every floating parameter whatever its requires_grad).
+    qlora (with lora, fp32): the base 4-bit as transformers loads it,
+    "off" or "on" its double quantization (tests/ft_torch.py's
+    quantize_as_loaded, Linear4bit and LoraLinear4bit; quant_storage
+    uint8, compute dtype fp32): each packed weight a frozen uint8
+    parameter of its module, which the ZeRO optimizer's groups leave out
+    (s12 305-315, requires_grad), as any frozen one."""
     torch.manual_seed(0)
     del hf_torch.ROUTING[:]  # a mixture's: this run's forwards' tokens per expert, each block's
     b = argparse.Namespace(model=model_json, dropout=a.dropout, tied=None, recompute=recompute, mask="where")
     _, family, cfg, tied = hf_torch.build(b)
     losses = []
+    if qlora is not None:
+        # each run a process of its own as to bitsandbytes' dynamic map
+        # (name2qmap, made at a process's first double quantization): an
+        # earlier run's let go here, this run's made inside its profile
+        import ft_torch
+        del ft_torch.QMAP[:]
     # the runs before this one in the same process (and a model just let go)
     # freed now, not by the collector inside the profile, where their frees
     # would count against this run's live bytes (the replay sums every event)
     gc.collect()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         mark("build")
+        q4 = None
+        if qlora is not None:
+            import ft_torch
+            q4 = ft_torch.quantize_as_loaded(argparse.Namespace(amp="bf16" if dtype == "bf16" else "none",
+                                                                load_dtype="fp32", quant_storage="uint8",
+                                                                double_quant=qlora == "on"))
         if family == "gpt2":
             model = hf_torch.GPT2LMHeadModel(cfg, tied, b.mask, a.attn == "sdpa")
         elif family in hf_torch.FAMILY_ATTENTION:
             model = hf_torch.LlamaForCausalLM(cfg, tied, a.attn == "sdpa", hf_torch.FAMILY_ATTENTION[family])
         else:
             sys.exit(f"ds_bf16_torch: model_type {family!r}: gpt2 and the llama-like families (the mixtures too) only")
+        if q4 is not None:
+            q4.remove()
         model.train()
         if lora:
             # as tests/ft_torch.py's run(): get_peft_model's wrapping and
             # freezing (PEFT v0.20.0's _mark_only_adapters_as_trainable),
             # then --freeze's adapters by name, before DeepSpeed sees them
             import ft_torch
-            la = argparse.Namespace(lora_r=a.lora_r, lora_alpha=8, lora_dropout=lora_dropout, lora_targets="")
+            la = argparse.Namespace(lora_r=a.lora_r, lora_alpha=8, lora_dropout=lora_dropout,
+                                    lora_targets=a.lora_targets if qlora is not None else "")
             ft_torch.apply_lora(la, model, family)
             for n, p in model.named_parameters():
                 p.requires_grad_("lora_" in n and not (freeze and ft_torch.freeze_matches(
@@ -406,6 +433,7 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
             import ft_torch
             for n, p in model.named_parameters():
                 p.requires_grad_(not ft_torch.freeze_matches(freeze, family, cfg, ft_torch.hf_name(family, n)))
+        hf_torch.input_require_grads(model)  # (--recompute: over frozen embeddings, hf_torch.py's)
         hf_torch.install_hooks(model, set(model.units))
         if dtype == "bf16":
             model.bfloat16()  # engine 1228-1231
@@ -474,7 +502,8 @@ def run(a, model_json, dtype, stage, lora=False, freeze="", lora_dropout=0.0, ac
     # (each step's peak: a mixture's steps route apart, so its run's peak
     # is the most of the steps after the first)
     step_peaks = [hf_torch.analyse_step(stream, t)["peak"] for t in range(1, a.steps + 1)] if routing else None
-    return dict(routing=routing, step_peaks=step_peaks, model=model_json, dtype=dtype, stage=stage, lora=lora, freeze=freeze, lora_dropout=lora_dropout,
+    return dict(routing=routing, step_peaks=step_peaks, model=model_json, dtype=dtype, stage=stage, lora=lora,
+                freeze=freeze, lora_dropout=lora_dropout, qlora=qlora,
                 accum=accum, recompute=recompute, world=world, rank=rank, bucket=a.bucket, batch=a.batch, seq=a.seq,
                 torch=torch.__version__, attn=a.attn,
                 params=zo.S, between=stream[-1][0], peak=last["peak"], peak_phase=last["phase"],
@@ -504,6 +533,13 @@ def main():
     ap.add_argument("--lora-dtype", default="fp32", help="the --lora runs' dtypes: fp32, bf16 or both")
     ap.add_argument("--lora-dropout", default="", metavar="P",
                     help="also each --lora MODEL.json in bf16 at stage 1 with lora_dropout P, no adapter frozen")
+    ap.add_argument("--qlora", action="append", default=[], metavar="MODEL.json=DQ[,K[,full]]",
+                    help="also MODEL.json under QLoRA (each --lora-dtype and --stage, every --world; repeatable): "
+                         "LoRA r --lora-r over --qlora-targets, the base 4-bit (tests/ft_torch.py's), DQ its double "
+                         "quantization, on or off; K gradient_accumulation_steps, full: Hugging Face's gradient "
+                         "checkpointing (as --recompute)")
+    ap.add_argument("--qlora-targets", dest="lora_targets", default="", metavar="T",
+                    help="the --qlora runs' LoRA targets (tests/ft_torch.py's --lora-targets; PEFT's default)")
     ap.add_argument("--accum", action="append", default=[], metavar="MODEL.json=K",
                     help="also MODEL.json in bf16 under gradient_accumulation_steps K (each --stage), and in fp32 at "
                          "the first --stage, N = 1 (repeatable)")
@@ -533,6 +569,14 @@ def main():
         m, _, k = f.partition("=")
         cases += [(m, "bf16", int(st), False, "", 0.0, int(k)) for st in stages]
         cases += [(m, "fp32", int(stages[0]), False, "", 0.0, int(k))]
+    qlora = []
+    for f in a.qlora:  # fp32 each stage, every N
+        m, _, spec = f.partition("=")
+        dq, k, rc = (spec.split(",") + ["1", "none"])[:3]
+        if dq not in ("on", "off") or not k.isdigit() or rc not in ("none", "full"):
+            ap.error(f"--qlora {f}: MODEL.json=on or =off (its double quantization), then ,K and ,full")
+        qlora += [(m, dt, int(st), True, "", 0.0, int(k), rc, dq) for dt in a.lora_dtype.split(",") for st in stages]
+    cases += qlora
     for m in a.recompute:  # bf16 each stage (N = 1)
         cases += [(m, "bf16", int(st), False, "", 0.0, 1, "full") for st in stages]
     for f in a.freeze:  # bf16 each stage; fp32 at the first, for its losses (N = 1)
@@ -552,7 +596,8 @@ def main():
         bf16 = hf_torch.TV >= (2, 0)
         if "bf16" in dtypes and not bf16:
             sys.stderr.write(f"ds_bf16_torch: bf16 not run at N = {w}: gloo in PyTorch 1.13 reduces no bf16 tensor\n")
-        cw = [c for c in cases if (bf16 or c[1] != "bf16") and (len(c) < 5 or c in lora)]  # (not --freeze's or --accum's)
+        cw = [c for c in cases if (bf16 or c[1] != "bf16") and (len(c) < 5 or c in lora or c in qlora)]
+        # (not --freeze's or --accum's)
         if cw:
             hf_torch.spawn(worker, w, lambda store, w=w, cw=cw: (a, w, cw, store))
 

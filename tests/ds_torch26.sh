@@ -22,14 +22,24 @@
 #    process), gpt2-tiny under SDPA and llama-tiny eager, N = 1 and 2: the
 #    bytes between steps and the steady step's peak equal zerosim's, and
 #    at N = 1 the first step's peak and the bytes where it starts;
+#  - QLoRA's 4-bit base (`--quant-base nf4`, r 4; tests/ds_bf16_torch.py
+#    --qlora, bitsandbytes' Linear4bit and PEFT's lora.bnb.Linear4bit as
+#    tests/ft_torch.py writes them), eager: llama-tiny q, v double quant
+#    ZeRO-1 fp32 and bf16, gpt2-tiny all-linear ZeRO-2 fp32, N = 1 and 2;
+#    llama-tiny all-linear double quant ZeRO-2 bf16 K = 2 under --recompute
+#    full, N = 1 and 2; and a wide MLP (i = 4096, vocabulary 16, T = 4, B =
+#    1) ZeRO-1 bf16 at N = 1, where the dequantized [d, i] weight's fp32
+#    temporary and its bf16 copy make the peak (quant_state.dtype is the
+#    fp32 the loader quantized from, before module.bfloat16()): the same
+#    figures as the rows above;
 #  - zerosim's measure = its theory (every field, every rank) on the
-#    measured rows: the bf16 flash kernel's at N = 1 and 2, ZeRO-3's;
+#    measured rows: the bf16 flash kernel's at N = 1 and 2, ZeRO-3's,
+#    QLoRA's llama-tiny bf16 ZeRO-1;
 #  - the comparison fails on a one-byte change to PyTorch's figures.
 # Not compared with DeepSpeed itself (not installable here). make
 # check-torch26 runs it (`tests/ds_torch26.sh torch26`); without the
-# root: skip (77), or fail under ZS_REQUIRE_TORCH26=1. About 36 s of CPU
-# (2.5 minutes' wall at a load of 16 on 2 cores; the three PyTorch runs
-# side by side).
+# root: skip (77), or fail under ZS_REQUIRE_TORCH26=1. About 85 s of CPU
+# (the four PyTorch runs side by side).
 set -u
 top=${ZS_BUILDDIR:-.}
 src=${srcdir:-.}
@@ -55,8 +65,14 @@ python3 -c 'import json, sys
 c = json.load(open(sys.argv[1]))
 c.update(attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
 json.dump(c, open(sys.argv[2], "w"))' "$models/gpt2-tiny.json" "$tmp/gpt2-nodrop.json" || exit 99
-cp "$src/tests/hf_torch.py" "$src/tests/ds_bf16_torch.py" "$src/tests/ds3_saved.py" "$models/gpt2-tiny.json" \
-	"$models/llama-tiny.json" "$tmp/gpt2-nodrop.json" "$root$in/" || exit 99
+# wide: llama-tiny's shape with a wide MLP and a tiny vocabulary (tests/
+# ft_qlora.sh's), so that at T = 4, B = 1 a dequantized weight makes the peak
+python3 -c 'import json, sys
+c = json.load(open(sys.argv[1]))
+c.update(intermediate_size=4096, vocab_size=16)
+json.dump(c, open(sys.argv[2], "w"))' "$models/llama-tiny.json" "$tmp/wide.json" || exit 99
+cp "$src/tests/hf_torch.py" "$src/tests/ds_bf16_torch.py" "$src/tests/ds3_saved.py" "$src/tests/ft_torch.py" \
+	"$models/gpt2-tiny.json" "$models/llama-tiny.json" "$tmp/gpt2-nodrop.json" "$tmp/wide.json" "$root$in/" || exit 99
 cp "$models/gpt2-tiny.json" "$models/llama-tiny.json" "$tmp/" || exit 99
 # in26 OUT ARGS...: python3 ARGS (paths inside the root) in the root, with
 # its own /proc, stdout to OUT
@@ -77,6 +93,11 @@ b=$!
 	in26 "$tmp/saved-llama-tiny" "$in/ds3_saved.py $in/llama-tiny.json --z3 1,2 --z3-out $in/z3" &&
 	mv "$root$in/z3" "$tmp/z3-llama-tiny"; } &
 c=$!
+{ in26 "$tmp/ref-d" "$ds --stage 1 --lora-dtype fp32,bf16 --qlora $in/llama-tiny.json=on" &&
+	in26 "$tmp/ref-e" "$ds --stage 2 --qlora $in/gpt2-tiny.json=off --qlora-targets all-linear" &&
+	in26 "$tmp/ref-f" "$ds --stage 2 --lora-dtype bf16 --qlora $in/llama-tiny.json=on,2,full --qlora-targets all-linear" &&
+	in26 "$tmp/ref-g" "$ds --stage 1 --lora-dtype bf16 --qlora $in/wide.json=off --seq 4 --batch 1 --world 1"; } &
+d=$!
 # zerosim meanwhile: each row's theory (3 steps and --steps 1), the
 # measured rows
 run="--framework deepspeed --wrapper deepspeed --ds-reduce-bucket 100000 --seq 32 --batch 2 --torch-device cpu
@@ -94,6 +115,25 @@ EOF
 			--world 1,2 --steps $steps --out "$tmp/t$steps-$row.json" || fail "theory $row --steps $steps"
 	done
 done
+# QLoRA's rows (tests/ds_bf16_torch.py --qlora's: r 4, alpha 8, eager),
+# their keys as the comparison names them ("q-" and the plain rows' key)
+while IFS=';' read -r key m args; do
+	for steps in 3 1; do
+		# shellcheck disable=SC2086
+		"$zerosim" theory $run --attn eager --lora-r 4 --quant-base nf4 --model "$tmp/$m.json" $args --steps $steps \
+			--out "$tmp/t$steps-q-$key.json" || fail "theory QLoRA $key --steps $steps"
+	done
+done <<'ROWS'
+llama-tiny-fp32-1-eager;llama-tiny;--precision fp32 --schemes zero1 --double-quant on --world 1,2
+llama-tiny-bf16-1-eager;llama-tiny;--precision mixed --schemes zero1 --double-quant on --world 1,2
+gpt2-tiny-fp32-2-eager;gpt2-tiny;--precision fp32 --schemes zero2 --lora-targets all-linear --world 1,2
+llama-tiny-bf16-2-eager;llama-tiny;--precision mixed --schemes zero2 --lora-targets all-linear --double-quant on --grad-accum 2 --recompute full --world 1,2
+wide-bf16-1-eager;wide;--precision mixed --schemes zero1 --seq 4 --batch 1 --world 1
+ROWS
+# shellcheck disable=SC2086
+"$zerosim" measure $run --attn eager --lora-r 4 --quant-base nf4 --model "$tmp/llama-tiny.json" --precision mixed \
+	--schemes zero1 --double-quant on --world 1,2 --steps 3 --out "$tmp/m3-q-llama-tiny-bf16-1-eager.json" ||
+	fail "measure QLoRA llama-tiny bf16 zero1"
 # shellcheck disable=SC2086
 "$zerosim" measure $run --model "$tmp/gpt2-nodrop.json" --precision mixed --schemes zero2 --attn sdpa \
 	--world 1,2 --steps 3 --out "$tmp/m3-gpt2-nodrop-bf16-2-sdpa.json" || fail "measure gpt2-nodrop bf16 zero2 sdpa"
@@ -109,11 +149,11 @@ for m in gpt2-tiny/sdpa llama-tiny/eager; do
 		} || fail "zero3 ${m%/*} --steps $steps"
 	done
 done
-for j in $a $b $c; do
+for j in $a $b $c $d; do
 	wait $j || { cat "$tmp"/ref-*.err "$tmp"/saved-*.err >&2 2>/dev/null; fail "PyTorch 2.6's run ($j)"; }
 done
-cat "$tmp/ref-a" "$tmp/ref-b" "$tmp/ref-c" >"$tmp/ref"
-[ "$(wc -l <"$tmp/ref")" -eq 14 ] || fail "tests/ds_bf16_torch.py wrote $(wc -l <"$tmp/ref") runs, not 14"
+cat "$tmp/ref-a" "$tmp/ref-b" "$tmp/ref-c" "$tmp/ref-d" "$tmp/ref-e" "$tmp/ref-f" "$tmp/ref-g" >"$tmp/ref"
+[ "$(wc -l <"$tmp/ref")" -eq 23 ] || fail "tests/ds_bf16_torch.py wrote $(wc -l <"$tmp/ref") runs, not 23"
 cat >"$tmp/cmp.py" <<'EOF'
 import json, sys
 tmp, ref, fake = sys.argv[1], sys.argv[2], len(sys.argv) > 3
@@ -140,10 +180,12 @@ def fake1(x):  # the one-byte fake: each PyTorch figure a byte more
 for line in open(ref):
     r = json.loads(line)
     model = r["model"].rsplit("/", 1)[-1][:-5]
-    key = f"{model}-{r['dtype']}-{r['stage']}-{r['attn']}"
+    key = ("q-" if r.get("qlora") else "") + f"{model}-{r['dtype']}-{r['stage']}-{r['attn']}"
     t, t1 = rows(f"{tmp}/t3-{key}.json"), rows(f"{tmp}/t1-{key}.json")
     N = r["world"]
     tag = f"{model} zero{r['stage']} {r['dtype']} {r['attn']} N={N}"
+    if r.get("qlora"):
+        tag = f"QLoRA (double quant {r['qlora']}, K = {r['accum']}, recompute {r['recompute']}) " + tag
     ranks = r["ranks"] if N > 1 else [r]
     agree(tag, len(ranks), N, "ranks' figures")
     for q, g in enumerate(ranks):
@@ -181,7 +223,7 @@ for model in ("gpt2-tiny", "llama-tiny"):
 # zerosim's measure = its theory, every field, every measured rank
 for f, t in (("m3-gpt2-nodrop-bf16-2-sdpa", "t3-gpt2-nodrop-bf16-2-sdpa"), ("m3-gpt2-tiny-z3", "t3-gpt2-tiny-z3"),
              ("m3-llama-tiny-z3", "t3-llama-tiny-z3"), ("m1-gpt2-tiny-z3", "t1-gpt2-tiny-z3"),
-             ("m1-llama-tiny-z3", "t1-llama-tiny-z3")):
+             ("m1-llama-tiny-z3", "t1-llama-tiny-z3"), ("m3-q-llama-tiny-bf16-1-eager", "t3-q-llama-tiny-bf16-1-eager")):
     trows = rows(f"{tmp}/{t}.json")
     runs = json.load(open(f"{tmp}/{f}.json"))["runs"]
     agree(f, len(runs), len(trows), "measured runs")
@@ -195,7 +237,7 @@ for f, t in (("m3-gpt2-nodrop-bf16-2-sdpa", "t3-gpt2-nodrop-bf16-2-sdpa"), ("m3-
                 print(f"{f} N={mr['world']} {k}: measure {str(mv)[:160]}, theory {str(tv)[:160]}")
                 bad += 1
 print(f"{nrow} rows, {nmark} marks, {bad} differences")
-sys.exit(1 if bad or nrow != 18 else 0)
+sys.exit(1 if bad or nrow != 27 else 0)
 EOF
 python3 "$tmp/cmp.py" "$tmp" "$tmp/ref" || fail "PyTorch 2.6's allocator and zerosim differ"
 # the comparison can fail: PyTorch's figures a byte more

@@ -71,6 +71,13 @@
 #    bfloat16 (n / 4 elements) in bf16 units; and FSDP's losses DDP's, bit
 #    for bit (the bytes against PyTorch 2.6: tests/ft_lora.sh and
 #    ft_fsdp_lora.sh torch26's "loaded in bf16" rows).
+# 11. Under --wrapper deepspeed (DeepSpeed's engine over the PyTorch step),
+#    zero1 and zero2, fp32 and mixed, K = 1 and 2, --recompute full: 2.
+#    and 3. (the packed weights in no flat group, whole on every rank; in
+#    mixed the fp32 base's weights 2 B an element), the traffic the fp32
+#    base's, and in fp32 the losses --wrapper ddp's bit for bit (the bytes
+#    against PyTorch 2.6: tests/ds_torch26.sh's QLoRA rows); zero3 refused
+#    (1.).
 # Exit 0 pass, 1 disagreement, 99 hard error.
 set -u
 top=${ZS_BUILDDIR:-.}
@@ -156,10 +163,11 @@ for p in fp32 amp-bf16; do
 		--lora-r 4 --quant-base nf4 --load-dtype bf16 --precision $p
 done
 rm=llama
-# (DeepSpeed's engine over the PyTorch step: neither its flat buffers nor
-# stage 3's partitions of a packed weight described; its own step runs it)
-refuse "--quant-base nf4 under --wrapper deepspeed" "--quant-base nf4 with --wrapper deepspeed: not described yet" \
-	--lora-r 4 --quant-base nf4 --framework deepspeed --wrapper deepspeed --world 2 --schemes zero2
+# (DeepSpeed's engine over the PyTorch step: stages 1 and 2 built, stage
+# 3's partitions of a packed weight not described)
+refuse "--quant-base nf4 under --wrapper deepspeed --schemes zero3" \
+	"--quant-base nf4 with --wrapper deepspeed --schemes zero3: not built yet" \
+	--lora-r 4 --quant-base nf4 --framework deepspeed --wrapper deepspeed --world 2 --schemes zero3
 # a case has no key for the dtype the model is loaded in: --write-case
 # refuses it and writes no case (the 4-bit base it writes: case_lora.sh)
 cmd=measure refuse "--load-dtype bf16 with --write-case" "--load-dtype bf16 with --write-case: a case has no key" \
@@ -196,12 +204,15 @@ cmd=theory rm=llama
 # (measure --write-case with the 4-bit base, refused before: a
 # zerosim-case/4 now, read back by --case: tests/case_lora.sh)
 
-# label;model;zero_grad;K;args
+# label;model;zero_grad;K;args (zero_grad -: not given, --wrapper
+# deepspeed's engine sets every .grad to None itself)
 while IFS=';' read -r label m zg K args; do
 	[ -n "$label" ] || continue
+	zgo="--zero-grad $zg"
+	[ "$zg" = - ] && zgo=
 	for cmd in theory measure; do
 		# shellcheck disable=SC2086
-		if ! "$zerosim" $cmd --model "$tmp/$m.json" $plain --steps 3 --zero-grad "$zg" --grad-accum "$K" $args \
+		if ! "$zerosim" $cmd --model "$tmp/$m.json" $plain --steps 3 $zgo --grad-accum "$K" $args \
 			--out "$tmp/$cmd.json" 2>"$tmp/err"; then
 			echo "ft_qlora: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
 			exit 99
@@ -210,7 +221,7 @@ while IFS=';' read -r label m zg K args; do
 	# the same LoRA run with its base in fp32 (drop the quantization options)
 	base=$(echo "$args" | sed 's/--quant-base nf4//; s/--double-quant on//; s/--load-dtype bf16//')
 	# shellcheck disable=SC2086
-	if ! "$zerosim" theory --model "$tmp/$m.json" $plain --steps 3 --zero-grad "$zg" --grad-accum "$K" $base \
+	if ! "$zerosim" theory --model "$tmp/$m.json" $plain --steps 3 $zgo --grad-accum "$K" $base \
 		--out "$tmp/fp32.json" 2>"$tmp/err"; then
 		echo "ft_qlora: FAIL: zerosim theory, $label without the 4-bit base: $(cat "$tmp/err")" >&2
 		exit 99
@@ -218,16 +229,22 @@ while IFS=';' read -r label m zg K args; do
 	dq=0
 	case "$args" in *"--double-quant on"*) dq=1 ;; esac
 	# zero1 (the row's --schemes after $plain's dp: the last one given
-	# holds): the same QLoRA run under plain DDP, measured, for 7.
+	# holds), and DeepSpeed's zero1 and zero2: the same QLoRA run under
+	# plain DDP, measured, for 7. and 11.
 	echo '{}' >"$tmp/dp.json"
-	case "$args" in *"--schemes zero1"*)
-		# shellcheck disable=SC2086
-		if ! "$zerosim" measure --model "$tmp/$m.json" $plain --steps 3 --zero-grad "$zg" --grad-accum "$K" \
-			$(echo "$args" | sed 's/--schemes zero1/--schemes dp/') --out "$tmp/dp.json" 2>"$tmp/err"; then
-			echo "ft_qlora: FAIL: zerosim measure, $label under --schemes dp: $(cat "$tmp/err")" >&2
-			exit 99
-		fi ;;
+	case "$args" in
+	*"--precision mixed"*) ddp= ;; # (DeepSpeed's bf16: DDP has none)
+	*"--wrapper deepspeed"*) ddp=$(echo "$args" | sed 's/--framework deepspeed --wrapper deepspeed/--wrapper ddp/; s/--ds-reduce-bucket [0-9]*//;
+		s/--schemes zero[12]/--schemes dp/') ;;
+	*"--schemes zero1"*) ddp=$(echo "$args" | sed 's/--schemes zero1/--schemes dp/') ;;
+	*) ddp= ;;
 	esac
+	# shellcheck disable=SC2086
+	if [ -n "$ddp" ] && ! "$zerosim" measure --model "$tmp/$m.json" $plain --steps 3 $zgo --grad-accum "$K" $ddp \
+		--out "$tmp/dp.json" 2>"$tmp/err"; then
+		echo "ft_qlora: FAIL: zerosim measure, $label under --schemes dp: $(cat "$tmp/err")" >&2
+		exit 99
+	fi
 	"$py" - "$tmp/$m.json" "$tmp/theory.json" "$tmp/measure.json" "$tmp/fp32.json" "$tmp/dp.json" "$dq" "$label" \
 		<<'PY' || status=1
 import json, sys
@@ -257,11 +274,14 @@ else:
     layers = block * cfg["num_hidden_layers"]
 n_all = sum(o * k for o, k in layers)
 held = 1024 if dq else 0
+# the fp32 base's bytes an element: 2 under DeepSpeed's bf16 (the
+# module's .bfloat16(): "mixed" rows)
+wb = 2 if "mixed" in label else 4
 for o, k in layers:
     n = o * k
     b = -(-n // 64)
     held += n // 2 + 64 + (b + 4 * -(-b // 256) + 4 + 1024 if dq else 4 * b)
-want = f["resident_bytes"] - 4 * n_all + held
+want = f["resident_bytes"] - wb * n_all + held
 # loaded in bf16 (--load-dtype bf16): the parameters that are not base
 # linear weights (embeddings, head, norms: biases none in llama) 2 B an
 # element, not 4; the adapters fp32 (PEFT's autocast_adapter_dtype) and
@@ -333,7 +353,13 @@ if label.startswith("DDP set-up"):
 # exp_avg_sq, 8 B an element, and a 4 B step each) under the greedy
 # partition (numel, largest first, stable; to the first least-loaded
 # rank), written here from the adapters' shapes; the losses are DDP's
-if dp.get("runs"):
+if dp.get("runs") and label.startswith("DeepSpeed"):
+    # 11. DeepSpeed's stages 1 and 2 reduce the adapters' gradients as
+    # DDP does (divided by N, summed) and step them in fp32 as torch's
+    # Adam: in fp32 the losses are DDP's bit for bit
+    if runs["runs"][0]["losses"] != dp["runs"][0]["losses"]:
+        bad.append(f"losses {runs['runs'][0]['losses']}, DDP's {dp['runs'][0]['losses']}")
+elif dp.get("runs"):
     r = 4
     if cfg["model_type"] == "gpt2":
         # c_attn only, or all-linear (c_attn, c_proj, c_fc, mlp's c_proj), [in, out] as Conv1D
@@ -399,6 +425,9 @@ FSDP N = 2: llama, q_proj + v_proj, zeros;llama;zeros;1;--lora-r 4 --quant-base 
 FSDP N = 2: gpt2, all-linear, double quant, K = 2 no_sync;gpt2;none;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --wrapper fsdp --world 2 --schemes zero3
 FSDP N = 3: llama, all-linear, autocast, SHARD_GRAD_OP;llama;zeros;1;--lora-r 4 --lora-targets all-linear --quant-base nf4 --precision amp-bf16 --wrapper fsdp --world 3 --schemes zero2
 DDP set-up, N = 2, T = 4, B = 1: the broadcast copy at the peak;llama;zeros;1;--lora-r 4 --quant-base nf4 --wrapper ddp --world 2 --seq 4 --batch 1
+DeepSpeed zero1 N = 2: llama, q_proj + v_proj;llama;-;1;--lora-r 4 --quant-base nf4 --framework deepspeed --wrapper deepspeed --schemes zero1 --world 2 --ds-reduce-bucket 100000
+DeepSpeed zero2 N = 3: gpt2, all-linear, double quant, K = 2;gpt2;-;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --framework deepspeed --wrapper deepspeed --schemes zero2 --world 3 --ds-reduce-bucket 3000
+DeepSpeed zero2 N = 2, mixed: llama, all-linear, double quant, K = 2, checkpointed;llama;-;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --framework deepspeed --wrapper deepspeed --schemes zero2 --world 2 --precision mixed --recompute full --ds-reduce-bucket 100000
 CASES
 
 # 10. Loaded in bf16 (--load-dtype bf16), FSDP N = 2 trains as DDP N = 2:

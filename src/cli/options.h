@@ -198,7 +198,9 @@ struct zs_opt {
 	"                         scratch of the largest 4-bit tensor; deepspeed\n" \
 	"                         zero3: the codes as elements of the params'\n" \
 	"                         dtype, partitioned and gathered by stage 3, the\n" \
-	"                         quant state on every rank)\n" \
+	"                         quant state on every rank; --wrapper deepspeed\n" \
+	"                         zero1, zero2, fp32 or mixed: the PyTorch step's\n" \
+	"                         Linear4bit, the base whole)\n" \
 	"      --double-quant S   with --quant-base nf4: the absmax in 8 bits, on or\n" \
 	"                         off (default off; about 4.127 bits a weight)\n" \
 	"      --load-dtype D     the model's dtype as loaded, fp32 (default) or\n" \

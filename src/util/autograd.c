@@ -3830,8 +3830,14 @@ static T q4_weight(struct bld *b, const struct q4_st *q)
 		op(b, AG_OP_DEQUANTIZE_BLOCKWISE, q->qabsmax, q->absmax2, q->code2, am, NO, NO)->arg[0] = NF4_DQ_BLOCK;
 		op(b, AG_OP_ADD_, am, q->offset, NO, am, NO, NO)->arg[0] = 1;
 	}
-	/* into quant_state.dtype, the weight's before quantizing: the model's */
-	T d = TMP("dequantize_4bit", b->o->mdt, q->rows, q->cols);
+	/* into quant_state.dtype, the weight's before quantizing: the dtype
+	 * the model was loaded in, fp32 but with --load-dtype bf16. Under
+	 * DeepSpeed's bf16 (mdt bf16) the loader quantized the fp32 weight
+	 * before deepspeed.initialize's module.bfloat16() (engine.py
+	 * 1228-1231 at 38327e0), which casts floating parameters alone: the
+	 * QuantState, no parameter, keeps dtype fp32 (bitsandbytes 0.47.0
+	 * functional.py quantize_4bit lines 879 and 890: dtype=A.dtype) */
+	T d = TMP("dequantize_4bit", b->o->load_bf16 ? AG_BF16 : AG_F32, q->rows, q->cols);
 	op(b, AG_OP_NF4_DEQUANTIZE, q->packed, am, NO, d, NO, NO);
 	if (q->qabsmax != NO)
 		unref(b, am);

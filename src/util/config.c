@@ -1140,12 +1140,17 @@ static int check_ds_wrapper(const struct zs_config *c, char **cause)
 	 * partition_grad; its first step at N > 1 is the steady step's,
 	 * --steps 1 refused: ag_ds3_marks_lacking): overlap_comm (on by
 	 * default for stage 3, runtime/zero/config.py 351-354) is not built */
-	/* QLoRA's 4-bit base under DeepSpeed's engine: neither a stage 1/2
-	 * flat buffer nor stage 3's partitions of a packed uint8 weight are
-	 * described or compared (DeepSpeed's own step runs it: --wrapper auto) */
-	if (c->quant_nf4)
-		return zs_fail(cause, "--quant-base nf4 with --wrapper deepspeed: not described yet (give --wrapper auto: "
-		               "DeepSpeed's own step, dp, zero1 or zero2)");
+	/* QLoRA's 4-bit base under DeepSpeed's engine: stages 1 and 2 flatten
+	 * the requires_grad parameters alone (stage_1_and_2.py 305-315), so
+	 * the frozen packed weight stays a module tensor whole on every rank
+	 * (docs/finetune.md, "QLoRA under --wrapper deepspeed"); stage 3 would
+	 * partition it (held as quant_storage float32, as under --wrapper
+	 * fsdp) and gather it before each dequantize: not built (DeepSpeed's
+	 * own step runs it: --wrapper auto) */
+	if (c->quant_nf4 && c->nschemes > 0 && c->schemes[0] == ZS_ZERO3)
+		return zs_fail(cause, "--quant-base nf4 with --wrapper deepspeed --schemes zero3: not built yet (stage 3's "
+		               "partitions of the packed 4-bit weight are not described; give --schemes zero1 or zero2, or "
+		               "--wrapper auto: DeepSpeed's own step)");
 	if (c->nschemes > 0 && c->schemes[0] == ZS_ZERO3 && (c->given & ZS_KEY_BIT(ZS_KEY_DS_OVERLAP_COMM)))
 		return zs_fail(cause, "--ds-overlap-comm with --wrapper deepspeed --schemes zero3: not built yet (stage 3 "
 		               "takes the plain step, --freeze, --lora-r and --grad-accum so far; leave --ds-overlap-comm "
