@@ -977,8 +977,9 @@ for cmd in measure theory; do
 		$op --grad-accum 2 --fsdp-orig-params on --out "$keep"
 	try 2 "--fsdp-orig-params on with Adam's foreach or fused (give --optimizer-impl single): not compared with PyTorch yet" \
 		$op --optimizer-impl foreach --fsdp-orig-params on --out "$keep"
-	try 2 "--fsdp-orig-params on with --lora-r (give --fsdp-orig-params off: PEFT's wrap policy): not compared with PyTorch yet" \
-		$cmd --framework torch $fsdp --world 2 --schemes zero3 --lora-r 4 --fsdp-orig-params on --out "$keep"
+	try 2 "--fsdp-orig-params on with --quant-base nf4 (give --quant-base none): not compared with PyTorch yet" \
+		$cmd --framework torch $fsdp --world 2 --schemes zero3 --lora-r 4 --quant-base nf4 --fsdp-orig-params on \
+		--out "$keep"
 	try 2 "--fsdp-orig-params on with a --precision other than fp32 (give --precision fp32): not compared with PyTorch yet" \
 		$op --precision amp-bf16 --fsdp-orig-params on --out "$keep"
 	try 2 "--fsdp-orig-params: 'yes' is not one of on, off" $op --fsdp-orig-params yes --out "$keep"

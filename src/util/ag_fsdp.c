@@ -84,8 +84,8 @@ struct unit {
 };
 
 /* A slot of a unit, in model.parameters()' order (the optimizer's under
- * use_orig_params: the original parameters). */
-struct slot { uint32_t t; size_t i, j; };
+ * use_orig_params: the original parameters; key: param_keys'). */
+struct slot { uint32_t t; size_t i, j; uint64_t key; };
 
 double ag_fsdp_predivide(unsigned world)
 {
@@ -317,13 +317,12 @@ static int piece(const struct unit *u, size_t j, unsigned r, uint64_t *at, uint6
 static int slot_cmp(const void *a, const void *b)
 {
 	const struct slot *x = a, *y = b;
-	return (x->t > y->t) - (x->t < y->t);
+	return (x->key > y->key) - (x->key < y->key);
 }
 
 /* The slots the optimizer steps (*n of them), in model.parameters()'
- * order: the parameters' storages' (ag_step_build makes them in that
- * order). */
-static struct slot *orig_slots(const struct unit *u, size_t nu, size_t *n)
+ * order (param_keys'). */
+static struct slot *orig_slots(const struct unit *u, size_t nu, const uint64_t *key, size_t *n)
 {
 	size_t k = 0;
 	for (size_t i = 0; i < nu; i++)
@@ -334,7 +333,7 @@ static struct slot *orig_slots(const struct unit *u, size_t nu, size_t *n)
 	for (size_t i = 0; i < nu; i++)
 		for (size_t j = 0; j < u[i].nparams; j++)
 			if (u[i].stepped[j])
-				sl[k++] = (struct slot){ u[i].params[j], i, j };
+				sl[k++] = (struct slot){ u[i].params[j], i, j, key[u[i].params[j]] };
 	qsort(sl, k, sizeof *sl, slot_cmp);
 	*n = k;
 	return sl;
@@ -454,6 +453,30 @@ static int flattened(const struct ag_step *s, uint32_t t)
 	return x->storage == t && (x->role == AG_ROLE_PARAM ? !x->q4 : is_q4_codes(x));
 }
 
+/* Each parameter storage's place in model.parameters()' order, as a
+ * key to sort by: the base model's storages in ag_step_build's order
+ * (that one), each LoRA adapter (made after the whole model) right after
+ * its base layer's last parameter, lora_A then lora_B (LoraLinear
+ * registers base_layer, then lora_A, lora_B: tests/ft_torch.py). The
+ * caller frees the array. */
+static uint64_t *param_keys(const struct ag_step *s)
+{
+	uint64_t *key = zs_calloc(s->ntensors ? s->ntensors : 1, sizeof *key);
+	for (uint32_t t = 0; t < s->ntensors; t++) {
+		const struct ag_tensor *x = &s->tensor[t];
+		if (x->storage != t || x->role != AG_ROLE_PARAM)
+			continue;
+		key[t] = (uint64_t)t << 2;
+		if (x->param >= 0 || x->adapter == 0)
+			continue;
+		for (uint32_t w = 0; w < s->ntensors; w++) /* its base layer's last parameter */
+			if (s->tensor[w].storage == w && s->tensor[w].role == AG_ROLE_PARAM && s->tensor[w].param >= 0 &&
+			    s->tensor[w].module == x->module)
+				key[t] = ((uint64_t)w << 2) + 1 + ((x->adapter - 1) & 1);
+	}
+	return key;
+}
+
 /* The units: one per block (their order), then the root (*iroot), then,
  * with LoRA, one per adapter (PEFT's fsdp_auto_wrap_policy: each leaf
  * whose weight requires grad, lora_A and lora_B, a unit nested in its
@@ -461,7 +484,7 @@ static int flattened(const struct ag_step *s, uint32_t t)
  * block, an adapter's (a parameter of no step_params tensor: lora_A, then
  * lora_B, each adapted layer in turn) its own. trained: agp_trained_params'. */
 static struct unit *make_units(const struct ag_step *s, const struct step_params *p, const unsigned char *trained,
-                               size_t *nu, size_t *iroot)
+                               int orig, size_t *nu, size_t *iroot)
 {
 	long long nblocks = 0;
 	for (size_t i = 0; i < p->nmodules; i++)
@@ -475,7 +498,7 @@ static struct unit *make_units(const struct ag_step *s, const struct step_params
 	 * block's base parameters, in PyTorch beside its base_layer: a frozen
 	 * unit's bytes are its numel's alone, no gradient views its slots) */
 	size_t nadapt = 0;
-	for (uint32_t t = 0; t < s->ntensors; t++)
+	for (uint32_t t = 0; t < s->ntensors && !orig; t++)
 		if (s->tensor[t].storage == t && s->tensor[t].role == AG_ROLE_PARAM && s->tensor[t].param < 0 && trained[t])
 			nadapt++;
 	size_t n = (size_t)nblocks + 1 + nadapt;
@@ -500,7 +523,7 @@ static struct unit *make_units(const struct ag_step *s, const struct step_params
 		if (!flattened(s, t))
 			continue;
 		struct unit *v;
-		if (x->param < 0 && !trained[t]) {
+		if (x->param < 0 && (!trained[t] || orig)) { /* (use_orig_params: no PEFT policy, every adapter) */
 			long long b = x->module >= 0 ? p->module[x->module].index : -1;
 			v = &u[b >= 0 && b < nblocks ? (size_t)b : (size_t)nblocks];
 			ka++;
@@ -529,6 +552,23 @@ static struct unit *make_units(const struct ag_step *s, const struct step_params
 		if (trained[t])
 			v->frozen = 0;
 	}
+	/* use_orig_params: where each adapter sits in the flat parameter
+	 * decides which rank's shard holds it (FlatParamHandle flattens
+	 * module.parameters()' order: _init_utils.py 2.6.0, 626 and 1147-1166,
+	 * _get_orig_params) */
+	uint64_t *key = orig ? param_keys(s) : NULL;
+	for (size_t i = 0; i < n && orig; i++) {
+		struct unit *v = &u[i];
+		for (size_t j = 1; j < v->nparams; j++)
+			for (size_t k = j; k > 0 && key[v->params[k - 1]] > key[v->params[k]]; k--) {
+				uint32_t t = v->params[k];
+				v->params[k] = v->params[k - 1];
+				v->params[k - 1] = t;
+			}
+		for (size_t j = 0, at = 0; j < v->nparams; at += agp_elements(&s->tensor[v->params[j]]), j++)
+			v->off[j] = at;
+	}
+	free(key);
 	*nu = n;
 	*iroot = (size_t)nblocks;
 	return u;
@@ -656,7 +696,7 @@ int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, const st
 	unsigned char *trained = zs_calloc(s->ntensors ? s->ntensors : 1, 1);
 	uint32_t *grad_of = zs_malloc((s->ntensors ? s->ntensors : 1) * sizeof *grad_of);
 	agp_trained_params(s, s->ntensors, trained, grad_of);
-	struct unit *u = make_units(s, p, trained, &nu, &iroot);
+	struct unit *u = make_units(s, p, trained, o->fsdp_orig_params, &nu, &iroot);
 	const struct unit *m = mixed_unit(u, nu, trained);
 	int rc = 0;
 	/* 1.13: flat_param.py 334-340 (no use_orig_params); 2.6: _flat_param.py
@@ -1117,7 +1157,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 	unsigned char *trained = zs_calloc(nt0 ? nt0 : 1, 1);
 	uint32_t *grad_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *grad_of);
 	agp_trained_params(s, nt0, trained, grad_of);
-	struct unit *u = make_units(s, p, trained, &nu, &iroot);
+	struct unit *u = make_units(s, p, trained, o->fsdp_orig_params, &nu, &iroot);
 	const struct unit *mixed = mixed_unit(u, nu, trained);
 	for (size_t i = 0; i < nu; i++)
 		if (u[i].mixed_dt) {
@@ -1284,7 +1324,9 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 			agp_op(p_, ZS_PH_SETUP, AG_OP_ZERO_, u[order[k]].grad, u[order[k]].grad);
 		}
 	size_t nslots = 0;
-	struct slot *slots = orig_slots(u, nu, &nslots);
+	uint64_t *key = param_keys(s);
+	struct slot *slots = orig_slots(u, nu, key, &nslots);
+	free(key);
 	for (unsigned r = 0; r < world && s->step1 == NULL; r++) { /* use_orig_params: each rank's own */
 		size_t from = p_->nev;
 		for (size_t k = 0; k < nslots; k++) {

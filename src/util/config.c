@@ -1051,8 +1051,9 @@ static int check_ddp(const struct zs_config *c, char **cause)
 
 /* --fsdp-orig-params on (FSDP's use_orig_params=True: util/ag_fsdp.h;
  * docs/finetune.md, "FSDP with use_orig_params=True"): built for PyTorch
- * 2.6's FULL_SHARD at K = 1 in fp32 without prefetch, checkpointing,
- * LoRA or a 4-bit base; the rest by name. */
+ * 2.6's FULL_SHARD at K = 1 in fp32 without prefetch, checkpointing
+ * or a 4-bit base, LoRA's adapters in their blocks' units; the rest by
+ * name. */
 static int check_fsdp_orig_params(const struct zs_config *c, char **cause)
 {
 	const char *what = c->torch_version == ZS_TORCH_1_13 ? "--torch-version 1.13 (its FSDP has no use_orig_params: "
@@ -1061,7 +1062,7 @@ static int check_fsdp_orig_params(const struct zs_config *c, char **cause)
 	                   : c->grad_accum > 1          ? "--grad-accum K > 1 (give --grad-accum 1)"
 	                   : c->precision != ZS_FP32    ? "a --precision other than fp32 (give --precision fp32)"
 	                   : c->prefetch != ZS_PREFETCH_NONE ? "--prefetch backward-pre (give --prefetch none)"
-	                   : c->lora_r                  ? "--lora-r (give --fsdp-orig-params off: PEFT's wrap policy)"
+	                   : c->quant_nf4               ? "--quant-base nf4 (give --quant-base none)"
 	                   : c->hf_recompute            ? "--recompute full (give --recompute none)"
 	                   : zs_optim_impl_resolve(c) != ZS_OPTIM_SINGLE
 	                           ? "Adam's foreach or fused (give --optimizer-impl single)"
