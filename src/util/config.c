@@ -1058,8 +1058,6 @@ static int check_fsdp_orig_params(const struct zs_config *c, char **cause)
 {
 	const char *what = c->torch_version == ZS_TORCH_1_13 ? "--torch-version 1.13 (its FSDP has no use_orig_params: "
 	                                                       "flat_param.py 334-340; give --torch-version 2.6)"
-	                   : c->schemes[0] != ZS_ZERO3  ? "--schemes zero2 (SHARD_GRAD_OP: give --schemes zero3)"
-	                   : c->grad_accum > 1          ? "--grad-accum K > 1 (give --grad-accum 1)"
 	                   : c->precision != ZS_FP32    ? "a --precision other than fp32 (give --precision fp32)"
 	                   : c->prefetch != ZS_PREFETCH_NONE ? "--prefetch backward-pre (give --prefetch none)"
 	                   : c->quant_nf4               ? "--quant-base nf4 (give --quant-base none)"
