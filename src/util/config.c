@@ -1051,9 +1051,9 @@ static int check_ddp(const struct zs_config *c, char **cause)
 
 /* --fsdp-orig-params on (FSDP's use_orig_params=True: util/ag_fsdp.h;
  * docs/finetune.md, "FSDP with use_orig_params=True"): built for PyTorch
- * 2.6's FULL_SHARD at K = 1 in fp32 without prefetch, checkpointing
- * or a 4-bit base, LoRA's adapters in their blocks' units; the rest by
- * name. */
+ * 2.6's FULL_SHARD and SHARD_GRAD_OP at any K in fp32 without prefetch,
+ * checkpointing or a 4-bit base, LoRA's adapters in their blocks' units;
+ * the rest by name. */
 static int check_fsdp_orig_params(const struct zs_config *c, char **cause)
 {
 	const char *what = c->torch_version == ZS_TORCH_1_13 ? "--torch-version 1.13 (its FSDP has no use_orig_params: "
