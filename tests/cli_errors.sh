@@ -974,21 +974,18 @@ for cmd in measure theory; do
 		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --prefetch backward-pre --out "$keep"
 	try 2 "--prefetch backward-pre with --grad-accum 2: --wrapper fsdp's prefetch across micro-steps is not described yet (give --prefetch none)" \
 		$cmd --framework torch $fsdp --world 2 --schemes zero3 --prefetch backward-pre --grad-accum 2 --out "$keep"
-	# FSDP's use_orig_params (--fsdp-orig-params on): 2.6's FULL_SHARD at
-	# K = 1 in fp32, no LoRA, no padding inside a flat parameter, a trained
-	# piece in every rank's shard of a trained unit under zeros; the rest
-	# by name (docs/finetune.md, "FSDP with use_orig_params=True")
+	# FSDP's use_orig_params (--fsdp-orig-params on): 2.6's FULL_SHARD and
+	# SHARD_GRAD_OP at any K in fp32, no 4-bit base, no padding inside a
+	# flat parameter; the rest by name (docs/finetune.md, "FSDP with
+	# use_orig_params=True")
 	op="$cmd --framework torch $fsdp --world 2 --schemes zero3 --freeze re:attn"
 	try 2 "--fsdp-orig-params on with --torch-version 1.13 (its FSDP has no use_orig_params: flat_param.py 334-340; give --torch-version 2.6): not compared with PyTorch yet" \
 		$op --torch-version 1.13 --fsdp-orig-params on --out "$keep"
-	try 2 "--fsdp-orig-params on with --schemes zero2 (SHARD_GRAD_OP: give --schemes zero3): not compared with PyTorch yet" \
-		$op --schemes zero2 --fsdp-orig-params on --out "$keep"
-	try 2 "--fsdp-orig-params on with --grad-accum K > 1 (give --grad-accum 1): not compared with PyTorch yet" \
-		$op --grad-accum 2 --fsdp-orig-params on --out "$keep"
 	try 2 "--fsdp-orig-params on with Adam's foreach or fused (give --optimizer-impl single): not compared with PyTorch yet" \
 		$op --optimizer-impl foreach --fsdp-orig-params on --out "$keep"
-	try 2 "--fsdp-orig-params on with --lora-r (give --fsdp-orig-params off: PEFT's wrap policy): not compared with PyTorch yet" \
-		$cmd --framework torch $fsdp --world 2 --schemes zero3 --lora-r 4 --fsdp-orig-params on --out "$keep"
+	try 2 "--fsdp-orig-params on with --quant-base nf4 (give --quant-base none): not compared with PyTorch yet" \
+		$cmd --framework torch $fsdp --world 2 --schemes zero3 --lora-r 4 --quant-base nf4 --fsdp-orig-params on \
+		--out "$keep"
 	try 2 "--fsdp-orig-params on with a --precision other than fp32 (give --precision fp32): not compared with PyTorch yet" \
 		$op --precision amp-bf16 --fsdp-orig-params on --out "$keep"
 	try 2 "--fsdp-orig-params: 'yes' is not one of on, off" $op --fsdp-orig-params yes --out "$keep"
@@ -996,8 +993,6 @@ for cmd in measure theory; do
 		$cmd --framework torch --model "$tiny" --wrapper ddp --world 2 --schemes dp --fsdp-orig-params on --out "$keep"
 	try 2 "--fsdp-orig-params on: unit h.0's 49984 elements need padding to a multiple of N = 3 inside its flat parameter (_flat_param.py 742-759): not described yet" \
 		$op --world 2,3 --fsdp-orig-params on --out "$keep"
-	try 2 "--fsdp-orig-params on with --zero-grad zeros: rank 0's shard of unit layers.0 holds no trained element (FSDP frees its sharded gradient at each forward): not described yet (give --zero-grad none)" \
-		$op --world 4 --zero-grad zeros --model "$srcdir/report/models/llama-tiny.json" --fsdp-orig-params on --out "$keep"
 	try 2 "--fsdp-orig-params on with --recompute full: not compared with PyTorch yet (give --recompute none)" \
 		$op --recompute full --fsdp-orig-params on --out "$keep"
 	try 0 "" $op --fsdp-orig-params on --out "$tmp/fsdp-orig-$cmd.json"

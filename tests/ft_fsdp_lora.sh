@@ -63,7 +63,12 @@
 # attention and embeddings frozen (zeros), every rank held apart
 # (tests/zero1_cmp.py: each rank's Adam state its shard's trained pieces),
 # and the gpt2 run's losses (its case trained by PyTorch 2.6; about 20 s of
-# CPU for the three). Without a root: skip (77), a failure under
+# CPU for the three); and with LoRA (s52: no PEFT policy, each block's unit
+# its frozen base and its adapters, every adapter in rank 0's shard): llama
+# q_proj,v_proj r 4 at K = 2 without no_sync() under zeros (rank 1 lets its
+# sharded gradients go at each forward), and gpt2 c_attn r 4 SHARD_GRAD_OP
+# at K = 2 with no_sync(), and the llama run's losses (about 25 s of CPU for
+# the three). Without a root: skip (77), a failure under
 # ZS_REQUIRE_TORCH26=1.
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
@@ -256,6 +261,21 @@ $only26 case_ fsdp2-orig-emb-llama-k1-zeros llama 1 zeros on fp32 zero3 --freeze
 oz="--model $tmp/tiny-gpt2.json $z --precision fp32 --zero-grad none --freeze re:attn --fsdp-orig-params on"
 $only26 ft_losses "$tmp/loss-orig" "gpt2 attention frozen, FSDP use_orig_params N=2" "$oz" \
 	"--model $tmp/tiny-gpt2.json --zero-grad none --world 2 --fsdp --freeze re:attn --fsdp-orig-params on"
+# with LoRA (s52): a training script under use_orig_params keeps the
+# block policy alone (tests/ft_torch.py), so each block's unit mixes its
+# frozen base (its gradient computed) and its adapters, all in rank 0's
+# shard at N = 2: rank 1 holds no trained piece, and lets its sharded
+# gradient go at each root pre-forward after a reduce-scatter, under zeros
+# and between micro-steps (docs/finetune.md); llama q,v K = 2 without
+# no_sync() under zeros, and gpt2 c_attn SHARD_GRAD_OP K = 2 with it
+$only26 case_ fsdp2-orig-lora-llama-k2-zeros-sync llama 2 zeros off fp32 zero3 --lora-r 4 --fsdp-orig-params on
+$only26 case_ fsdp2-orig-zero2-lora-gpt2-k2-none-nosync gpt2 2 none on fp32 zero2 --lora-r 4 --fsdp-orig-params on
+# and the llama run's losses (its case: the adapters as zerosim started them)
+oz="--model $tmp/tiny-llama.json $z --precision fp32 --zero-grad zeros --grad-accum 2 --fsdp-no-sync off --lora-r 4
+--fsdp-orig-params on"
+$only26 ft_losses "$tmp/loss-orig-lora" "LoRA llama r 4, FSDP use_orig_params N=2 K=2 without no_sync" "$oz" \
+	"--model $tmp/tiny-llama.json --grad-accum 2 --no-sync 0 --zero-grad zeros --world 2 --fsdp --lora-r 4 \
+--fsdp-orig-params on"
 # and under bf16 autocast (s51): the adapters' linears alone cast, their
 # fp32 views of PEFT's units copied to bf16 at every use (docs/finetune.md,
 # "QLoRA loaded in bf16 under autocast")

@@ -29,9 +29,11 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    the optimizer over its flat parameters.
   --fsdp-strategy full_shard|shard_grad_op  --fsdp's sharding_strategy
                    (hf_torch.fsdp_strategy; PEFT's policy's too).
-  --fsdp-orig-params on|off  on: --fsdp's use_orig_params=True (2.x; not with
-                   --lora-r): a unit may mix frozen and trainable
-                   parameters (--freeze), the optimizer over the original
+  --fsdp-orig-params on|off  on: --fsdp's use_orig_params=True (2.x): a unit
+                   may mix frozen and trainable parameters (--freeze; under
+                   --lora-r hf_torch.fsdp_wrap's block policy, not PEFT's:
+                   each block's unit its frozen base and its adapters),
+                   the optimizer over the original
                    parameters, each rank's shard's pieces of them; every
                    rank's figures (they differ) in "ranks".
   --bucket-cap-mb MB  DDP's bucket_cap_mb (default: not given, DDP's own);
@@ -813,8 +815,10 @@ def run(a, rank=0, world=1):
             # pins the 4 B a late gloo worker thread held), GPT-2's bool
             # causal `bias` buffers left out of its broadcasts (gloo takes
             # no bool tensor; DDP._set_params_and_buffers_to_ignore_for_model)
-            net = (fsdp_wrap_peft(a, model) if a.fsdp and a.lora_r else H.fsdp_wrap(a, model) if a.fsdp else
-                   H.ddp_wrap(a, model))
+            # (under use_orig_params LoRA keeps the block policy: each
+            # block's unit holds its frozen base and its adapters)
+            net = (fsdp_wrap_peft(a, model) if a.fsdp and a.lora_r and not a.fsdp_orig_params else
+                   H.fsdp_wrap(a, model) if a.fsdp else H.ddp_wrap(a, model))
         # (under FSDP its flat parameters: the root's is the wrapper's own)
         trainable = [p for p in net.parameters() if p.requires_grad]
         if not trainable:
@@ -1136,8 +1140,8 @@ def main():
         ap.error("--double-quant: only with --quant-base nf4")
     a.double_quant = a.double_quant == "on"
     a.fsdp_orig_params = a.fsdp_orig_params == "on"
-    if a.fsdp_orig_params and (not a.fsdp or a.lora_r):
-        ap.error("--fsdp-orig-params: only with --fsdp, without --lora-r (PEFT's wrap policy)")
+    if a.fsdp_orig_params and not a.fsdp:
+        ap.error("--fsdp-orig-params: only with --fsdp")
     if a.fsdp_strategy != "full_shard" and not a.fsdp:
         ap.error("--fsdp-strategy: only with --fsdp")
     try:

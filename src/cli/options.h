@@ -125,12 +125,13 @@ struct zs_opt {
 	"                         no_sync() on the first K - 1 micro-steps, on (default)\n" \
 	"                         or off; --fsdp-no-sync S is its other name\n" \
 	"      --fsdp-orig-params S\n" \
-	"                         --wrapper fsdp --schemes zero3, 2.6: FSDP's\n" \
+	"                         --wrapper fsdp (zero3 or zero2), 2.6: FSDP's\n" \
 	"                         use_orig_params, on or off (default, as FSDP's);\n" \
-	"                         on: a unit may mix frozen and trainable (--freeze)\n" \
+	"                         on: a unit may mix frozen and trainable (--freeze,\n" \
+	"                         --lora-r: each block's unit its base and adapters)\n" \
 	"                         parameters, the frozen ones' gradients computed,\n" \
 	"                         Adam per trainable parameter's piece of the shard\n" \
-	"                         (each rank's bytes its own); fp32, K = 1, no LoRA\n" \
+	"                         (each rank's bytes its own); fp32, no 4-bit base\n" \
 	"      --ddp-find-unused S\n" \
 	"                         --wrapper ddp --schemes dp, 1.13: DDP's\n" \
 	"                         find_unused_parameters, on (what Hugging Face's\n" \

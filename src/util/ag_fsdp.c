@@ -81,11 +81,16 @@ struct unit {
 	                          * the root's next pre-forward */
 	uint32_t regrad;         /* the sharded flat gradient that went there: the next reduce-scatter's output
 	                          * is made as it (one storage a step, so the steady list runs again) */
+	unsigned char *bare;     /* per rank: its shard holds no piece the optimizer steps (every original
+	                          * .grad of it None after a reduce-scatter: bare_free) */
+	unsigned char *gone;     /* per rank: a bare rank's sharded gradient let go at a forward */
+	int synced;              /* its last post-backward reduce-scattered (the original .grads are views of the
+	                          * sharded gradient; under no_sync() of the unsharded one, none None) */
 };
 
 /* A slot of a unit, in model.parameters()' order (the optimizer's under
- * use_orig_params: the original parameters). */
-struct slot { uint32_t t; size_t i, j; };
+ * use_orig_params: the original parameters; key: param_keys'). */
+struct slot { uint32_t t; size_t i, j; uint64_t key; };
 
 double ag_fsdp_predivide(unsigned world)
 {
@@ -140,6 +145,28 @@ static void pre_backward(struct ag_pass *p, const struct ag_options *o, struct u
 	unshard(p, o, v, ZS_PH_BACKWARD);
 	if (o->fsdp_prefetch && v->block > 0)
 		prefetch(p, o, &u[v->block - 1]);
+}
+
+/* use_orig_params, at the root's pre-forward: a bare rank (its shard
+ * holds no piece the optimizer steps) whose original .grads are all None
+ * lets the sharded flat gradient go, under zero_grad zeros and between
+ * micro-steps too (_reset_flat_param_grad_info_if_needed, _flat_param.py
+ * 2.6.0 2417-2441, from _root_pre_forward, _runtime_utils.py 584): after
+ * a reduce-scatter each original .grad is a view of the shard's piece, None
+ * for a frozen one or one with no piece there (_use_sharded_grad_views
+ * 2159-2216); after a no_sync() backward a view of the unsharded gradient,
+ * every one (_use_unsharded_grad_views 2018-2060), so none None. */
+static void bare_free(struct ag_pass *p, struct unit *u, unsigned world)
+{
+	if (u->grad == NO || !u->synced)
+		return;
+	for (unsigned r = 0; r < world; r++)
+		if (u->bare[r] && !u->gone[r]) {
+			size_t from = p->nev;
+			agp_free(p, u->grad, ZS_PH_FORWARD);
+			agp_rank_only(p, from, r);
+			u->gone[r] = 1;
+		}
 }
 
 /* The unit's reshard: its gathered flat parameter freed. */
@@ -222,6 +249,7 @@ static void post_backward(struct ag_pass *p, const struct ag_options *o, struct 
 		else
 			agp_free(p, cat, ph);
 		u->done = 1;
+		u->synced = 0;
 		return;
 	}
 	/* 1.13 pads always, into a new tensor; 2.x only where the unit's
@@ -236,6 +264,30 @@ static void post_backward(struct ag_pass *p, const struct ag_options *o, struct 
 		agp_op(p, ph, AG_OP_FILL, NO, pad)->arg[0] = 0;
 		agp_op(p, ph, AG_OP_COPY, acc, agp_view_shaped(p, pad, acc, 0));
 	}
+	/* use_orig_params: a bare rank let its sharded gradient go at the
+	 * forward (bare_free) and takes the output as it, the others add it
+	 * into theirs; a collective writes one storage on every rank, so each
+	 * other rank moves its kept gradient aside first (aside: its bytes
+	 * the output's, live as long) and adds it into the output, that
+	 * unit's gradient still (the sum's operands swapped: the same sum) */
+	uint32_t aside = NO;
+	for (unsigned r = 0; r < world && u->gone != NULL && u->grad != NO; r++)
+		if (u->gone[r]) {
+			aside = agp_storage(p, "empty_like (the reduce-scatter's output shard: the kept gradient moved aside)",
+			                    u->dt, u->shard, 0, ZS_CAT_BUCKETS);
+			for (unsigned k = 0; k < world; k++) {
+				size_t from = p->nev;
+				if (u->gone[k])
+					continue;
+				agp_alloc(p, aside, ph);
+				agp_op(p, ph, AG_OP_COPY, u->grad, aside);
+				agp_free(p, u->grad, ph);
+				agp_rank_only(p, from, k);
+			}
+			u->regrad = u->grad;
+			u->grad = NO;
+			break;
+		}
 	uint32_t out = u->grad == NO && u->regrad != NO
 	                       ? u->regrad
 	                       : agp_storage(p, v113 ? "zeros_like (the reduce-scatter's output shard)"
@@ -261,6 +313,19 @@ static void post_backward(struct ag_pass *p, const struct ag_options *o, struct 
 		g->role = AG_ROLE_GRAD;
 		g->cat = ZS_CAT_GRAD32;
 	}
+	for (unsigned k = 0; k < world && aside != NO; k++) {
+		size_t from = p->nev;
+		if (u->gone[k])
+			continue;
+		struct ag_event *e = agp_op(p, ph, AG_OP_ADD_, out, out);
+		e->in[1] = aside;
+		e->arg[0] = 1;
+		agp_free(p, aside, ph);
+		agp_rank_only(p, from, k);
+	}
+	for (unsigned k = 0; k < world && u->gone != NULL; k++)
+		u->gone[k] = 0;
+	u->synced = 1;
 	if (pad != acc)
 		agp_free(p, pad, ph);
 	if (u->grad != out)
@@ -317,13 +382,12 @@ static int piece(const struct unit *u, size_t j, unsigned r, uint64_t *at, uint6
 static int slot_cmp(const void *a, const void *b)
 {
 	const struct slot *x = a, *y = b;
-	return (x->t > y->t) - (x->t < y->t);
+	return (x->key > y->key) - (x->key < y->key);
 }
 
 /* The slots the optimizer steps (*n of them), in model.parameters()'
- * order: the parameters' storages' (ag_step_build makes them in that
- * order). */
-static struct slot *orig_slots(const struct unit *u, size_t nu, size_t *n)
+ * order (param_keys'). */
+static struct slot *orig_slots(const struct unit *u, size_t nu, const uint64_t *key, size_t *n)
 {
 	size_t k = 0;
 	for (size_t i = 0; i < nu; i++)
@@ -334,7 +398,7 @@ static struct slot *orig_slots(const struct unit *u, size_t nu, size_t *n)
 	for (size_t i = 0; i < nu; i++)
 		for (size_t j = 0; j < u[i].nparams; j++)
 			if (u[i].stepped[j])
-				sl[k++] = (struct slot){ u[i].params[j], i, j };
+				sl[k++] = (struct slot){ u[i].params[j], i, j, key[u[i].params[j]] };
 	qsort(sl, k, sizeof *sl, slot_cmp);
 	*n = k;
 	return sl;
@@ -383,6 +447,8 @@ static void units_free(struct unit *u, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		free(u[i].stepped);
+		free(u[i].bare);
+		free(u[i].gone);
 		free(u[i].om);
 		free(u[i].ov);
 		free(u[i].ost);
@@ -454,6 +520,30 @@ static int flattened(const struct ag_step *s, uint32_t t)
 	return x->storage == t && (x->role == AG_ROLE_PARAM ? !x->q4 : is_q4_codes(x));
 }
 
+/* Each parameter storage's place in model.parameters()' order, as a
+ * key to sort by: the base model's storages in ag_step_build's order
+ * (that one), each LoRA adapter (made after the whole model) right after
+ * its base layer's last parameter, lora_A then lora_B (LoraLinear
+ * registers base_layer, then lora_A, lora_B: tests/ft_torch.py). The
+ * caller frees the array. */
+static uint64_t *param_keys(const struct ag_step *s)
+{
+	uint64_t *key = zs_calloc(s->ntensors ? s->ntensors : 1, sizeof *key);
+	for (uint32_t t = 0; t < s->ntensors; t++) {
+		const struct ag_tensor *x = &s->tensor[t];
+		if (x->storage != t || x->role != AG_ROLE_PARAM)
+			continue;
+		key[t] = (uint64_t)t << 2;
+		if (x->param >= 0 || x->adapter == 0)
+			continue;
+		for (uint32_t w = 0; w < s->ntensors; w++) /* its base layer's last parameter */
+			if (s->tensor[w].storage == w && s->tensor[w].role == AG_ROLE_PARAM && s->tensor[w].param >= 0 &&
+			    s->tensor[w].module == x->module)
+				key[t] = ((uint64_t)w << 2) + 1 + ((x->adapter - 1) & 1);
+	}
+	return key;
+}
+
 /* The units: one per block (their order), then the root (*iroot), then,
  * with LoRA, one per adapter (PEFT's fsdp_auto_wrap_policy: each leaf
  * whose weight requires grad, lora_A and lora_B, a unit nested in its
@@ -461,7 +551,7 @@ static int flattened(const struct ag_step *s, uint32_t t)
  * block, an adapter's (a parameter of no step_params tensor: lora_A, then
  * lora_B, each adapted layer in turn) its own. trained: agp_trained_params'. */
 static struct unit *make_units(const struct ag_step *s, const struct step_params *p, const unsigned char *trained,
-                               size_t *nu, size_t *iroot)
+                               int orig, size_t *nu, size_t *iroot)
 {
 	long long nblocks = 0;
 	for (size_t i = 0; i < p->nmodules; i++)
@@ -475,7 +565,7 @@ static struct unit *make_units(const struct ag_step *s, const struct step_params
 	 * block's base parameters, in PyTorch beside its base_layer: a frozen
 	 * unit's bytes are its numel's alone, no gradient views its slots) */
 	size_t nadapt = 0;
-	for (uint32_t t = 0; t < s->ntensors; t++)
+	for (uint32_t t = 0; t < s->ntensors && !orig; t++)
 		if (s->tensor[t].storage == t && s->tensor[t].role == AG_ROLE_PARAM && s->tensor[t].param < 0 && trained[t])
 			nadapt++;
 	size_t n = (size_t)nblocks + 1 + nadapt;
@@ -500,7 +590,7 @@ static struct unit *make_units(const struct ag_step *s, const struct step_params
 		if (!flattened(s, t))
 			continue;
 		struct unit *v;
-		if (x->param < 0 && !trained[t]) {
+		if (x->param < 0 && (!trained[t] || orig)) { /* (use_orig_params: no PEFT policy, every adapter) */
 			long long b = x->module >= 0 ? p->module[x->module].index : -1;
 			v = &u[b >= 0 && b < nblocks ? (size_t)b : (size_t)nblocks];
 			ka++;
@@ -529,6 +619,23 @@ static struct unit *make_units(const struct ag_step *s, const struct step_params
 		if (trained[t])
 			v->frozen = 0;
 	}
+	/* use_orig_params: where each adapter sits in the flat parameter
+	 * decides which rank's shard holds it (FlatParamHandle flattens
+	 * module.parameters()' order: _init_utils.py 2.6.0, 626 and 1147-1166,
+	 * _get_orig_params) */
+	uint64_t *key = orig ? param_keys(s) : NULL;
+	for (size_t i = 0; i < n && orig; i++) {
+		struct unit *v = &u[i];
+		for (size_t j = 1; j < v->nparams; j++)
+			for (size_t k = j; k > 0 && key[v->params[k - 1]] > key[v->params[k]]; k--) {
+				uint32_t t = v->params[k];
+				v->params[k] = v->params[k - 1];
+				v->params[k - 1] = t;
+			}
+		for (size_t j = 0, at = 0; j < v->nparams; at += agp_elements(&s->tensor[v->params[j]]), j++)
+			v->off[j] = at;
+	}
+	free(key);
 	*nu = n;
 	*iroot = (size_t)nblocks;
 	return u;
@@ -615,7 +722,7 @@ static int is_where(const char *w, const char *kind)
  * forward even under zero_grad zeros (no original .grad of its own),
  * not described. */
 static int orig_check(const struct unit *u, size_t nu, const struct ag_step *s, const struct ag_options *o,
-                      unsigned world, const unsigned char *trained, char **cause)
+                      unsigned world, char **cause)
 {
 	if (o->recompute)
 		return zs_fail(cause, "--fsdp-orig-params on with --recompute full: not compared with PyTorch yet (give "
@@ -631,20 +738,6 @@ static int orig_check(const struct unit *u, size_t nu, const struct ag_step *s, 
 			return zs_fail(cause, "--fsdp-orig-params on: unit %s's %llu elements need padding to a multiple of "
 			               "N = %u inside its flat parameter (_flat_param.py 742-759): not described yet", v->name,
 			               (unsigned long long)v->numel, world);
-		if (v->frozen || o->zero_grad != ZS_ZERO_GRAD_ZEROS)
-			continue;
-		struct unit w = *v;
-		w.shard = v->numel / world;
-		for (unsigned r = 0; r < world; r++) {
-			int any = 0;
-			uint64_t at, len;
-			for (size_t j = 0; j < v->nparams && !any; j++)
-				any = trained[v->params[j]] && !s->tensor[v->params[j]].orig_frozen && piece(&w, j, r, &at, &len);
-			if (!any)
-				return zs_fail(cause, "--fsdp-orig-params on with --zero-grad zeros: rank %u's shard of unit %s holds "
-				               "no trained element (FSDP frees its sharded gradient at each forward): not "
-				               "described yet (give --zero-grad none)", r, v->name);
-		}
 	}
 	return 0;
 }
@@ -656,14 +749,14 @@ int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, const st
 	unsigned char *trained = zs_calloc(s->ntensors ? s->ntensors : 1, 1);
 	uint32_t *grad_of = zs_malloc((s->ntensors ? s->ntensors : 1) * sizeof *grad_of);
 	agp_trained_params(s, s->ntensors, trained, grad_of);
-	struct unit *u = make_units(s, p, trained, &nu, &iroot);
+	struct unit *u = make_units(s, p, trained, o->fsdp_orig_params, &nu, &iroot);
 	const struct unit *m = mixed_unit(u, nu, trained);
 	int rc = 0;
 	/* 1.13: flat_param.py 334-340 (no use_orig_params); 2.6: _flat_param.py
 	 * 800-808 under use_orig_params=False, FSDP's default and the references' */
 	int v1 = o->version == ZS_TORCH_1_13;
 	if (o->fsdp_orig_params)
-		rc = orig_check(u, nu, s, o, world ? world : 1, trained, cause);
+		rc = orig_check(u, nu, s, o, world ? world : 1, cause);
 	else if (m != NULL)
 		rc = zs_fail(cause, "--freeze: --wrapper fsdp's unit %s (transformer_auto_wrap_policy's) would hold frozen "
 		             "and trainable parameters, and PyTorch %s refuses that: \"%s\" (%s): freeze whole blocks, or "
@@ -954,6 +1047,9 @@ static int fsdp_list(const struct fsdp_run *r, const struct ag_event *src, size_
 						u[order[k]].regrad = u[order[k]].grad;
 						u[order[k]].grad = NO;
 						u[order[k]].reset = 0;
+						memset(u[order[k]].gone, 0, world);
+					} else {
+						bare_free(p_, &u[order[k]], world);
 					}
 				if (first && micro == 0 && o->version == ZS_TORCH_1_13)
 					check_order(p_, world);
@@ -1117,7 +1213,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 	unsigned char *trained = zs_calloc(nt0 ? nt0 : 1, 1);
 	uint32_t *grad_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *grad_of);
 	agp_trained_params(s, nt0, trained, grad_of);
-	struct unit *u = make_units(s, p, trained, &nu, &iroot);
+	struct unit *u = make_units(s, p, trained, o->fsdp_orig_params, &nu, &iroot);
 	const struct unit *mixed = mixed_unit(u, nu, trained);
 	for (size_t i = 0; i < nu; i++)
 		if (u[i].mixed_dt) {
@@ -1176,6 +1272,10 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 		v->ost = zs_malloc((size_t)world * v->nparams * sizeof *v->ost);
 		for (size_t j = 0; j < v->nparams; j++)
 			v->stepped[j] = o->fsdp_orig_params && trained[v->params[j]] && !s->tensor[v->params[j]].orig_frozen;
+		v->bare = zs_calloc(world, 1); /* (a trained unit's rank, until a stepped piece is found there) */
+		memset(v->bare, o->fsdp_orig_params && !v->frozen, world);
+		v->gone = zs_calloc(world, 1);
+		v->synced = s->step1 == NULL; /* (the steady list's start: after a step's reduce-scatter) */
 		for (unsigned r = 0; r < world; r++)
 			for (size_t j = 0; j < v->nparams; j++) {
 				size_t x = (size_t)r * v->nparams + j;
@@ -1183,6 +1283,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 				v->om[x] = v->ov[x] = v->ost[x] = NO;
 				if (!v->stepped[j] || !piece(v, j, r, &at, &len))
 					continue;
+				v->bare[r] = 0;
 				v->om[x] = agp_storage(p_, "Adam exp_avg (a parameter's piece of the shard)", v->dt, len, 0,
 				                       ZS_CAT_ADAM_M);
 				s->tensor[v->om[x]].role = AG_ROLE_ADAM_M;
@@ -1284,7 +1385,9 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 			agp_op(p_, ZS_PH_SETUP, AG_OP_ZERO_, u[order[k]].grad, u[order[k]].grad);
 		}
 	size_t nslots = 0;
-	struct slot *slots = orig_slots(u, nu, &nslots);
+	uint64_t *key = param_keys(s);
+	struct slot *slots = orig_slots(u, nu, key, &nslots);
+	free(key);
 	for (unsigned r = 0; r < world && s->step1 == NULL; r++) { /* use_orig_params: each rank's own */
 		size_t from = p_->nev;
 		for (size_t k = 0; k < nslots; k++) {

@@ -67,7 +67,7 @@
  *            runs at the backward's end mark. The optimizer's order is
  *            model.parameters()': the root, each block then its adapters.
  *   use_orig_params (o->fsdp_orig_params, --fsdp-orig-params on; 2.6's
- *            FULL_SHARD at K = 1 in fp32 without LoRA): a unit may mix
+ *            FULL_SHARD or SHARD_GRAD_OP in fp32, any K): a unit may mix
  *            frozen and trainable parameters. The flat parameter requires
  *            grad where one of them does and the forward computes with
  *            Tensor views of it, so the step computes a frozen
@@ -81,12 +81,16 @@
  *            (set_to_none) lets the original .grads go, and the sharded
  *            flat gradient goes at the root's next pre-forward
  *            (_reset_flat_param_grad_info_if_needed), the next
- *            reduce-scatter's output made as the same storage.
+ *            reduce-scatter's output made as the same storage; a bare
+ *            rank (its shard holds no trained piece: every original
+ *            .grad None after a reduce-scatter) lets it go there after
+ *            every reduce-scatter, under zeros and between micro-steps
+ *            too (bare_free). With LoRA no PEFT policy: each block's
+ *            unit holds its frozen base and its adapters, each adapter
+ *            after its base layer (module.parameters()' order).
  *            Refused (ag_fsdp_check): padding inside a flat parameter
- *            (16-byte alignment, N-divisibility), a rank whose shard of a
- *            trained unit holds no trained element under zeros,
- *            checkpointing (docs/finetune.md, "FSDP with
- *            use_orig_params=True").
+ *            (16-byte alignment, N-divisibility), checkpointing
+ *            (docs/finetune.md, "FSDP with use_orig_params=True").
  *   step 1   (where the step has a first step of its own, ag_step.step1:
  *            1.13 without accumulation, frozen parameters or LoRA) the same
  *            pass over the plain loop's step 1: _lazy_init's zeros of each

@@ -4000,11 +4000,12 @@ struct lora_st {
  * input has arrived (its view's node runs before the weight's chain: the
  * higher sequence number) and before the next node's pre-hook. A frozen
  * adapter is no unit of its own (PEFT's policy asks requires_grad when
- * FSDP wraps: util/ag_fsdp.c make_units), so it has no marks. */
+ * FSDP wraps: util/ag_fsdp.c make_units), so it has no marks; nor has
+ * any adapter under --fsdp-orig-params on (no PEFT policy: lora_orig_params). */
 static void lora_unit_mark(struct bld *b, int32_t k, char which, const char *where)
 {
 	const struct lora_st *st = &b->M->lora[k];
-	if (b->o->fsdp_unit_marks && !b->M->pt[which == 'A' ? st->a : st->b].frozen)
+	if (b->o->fsdp_unit_marks && !b->o->fsdp_orig_params && !b->M->pt[which == 'A' ? st->a : st->b].frozen)
 		mark(b, "unit:lora.%d.%c:%s", (int)k, which, where);
 }
 
@@ -4290,6 +4291,43 @@ static size_t lora_setup(struct bld *b, struct model *M)
 		if (M->pt[i].param >= 0)
 			b->pt_of[(size_t)M->pt[i].param * 4 + (size_t)(M->pt[i].part + 1)] = (int32_t)i;
 	return M->nlora;
+}
+
+/* The FSDP unit (transformer_auto_wrap_policy's: a block's index, -1
+ * for the root) of pt q, an adapter's its base layer's. */
+static long long pt_unit(struct bld *b, const struct pt *q)
+{
+	int32_t module = q->param >= 0 ? (int32_t)b->p->tensor[q->param].module : b->s->tensor[q->w].module;
+	return module >= 0 ? b->p->module[module].index : -1;
+}
+
+/* --fsdp-orig-params on with --lora-r: no PEFT wrap policy, so each
+ * block's unit holds its frozen base and its adapters (the training
+ * script's transformer_auto_wrap_policy alone; docs/finetune.md, "FSDP
+ * with use_orig_params=True"): a unit with a trained adapter trains, and
+ * every frozen base parameter in it has its gradient computed (as
+ * unit_trained's for --freeze: add_param's, which lora_setup's freezing
+ * of the base undid). */
+static void lora_orig_params(struct bld *b, struct model *M)
+{
+	for (size_t i = 0; i < M->npt; i++) {
+		struct pt *q = &M->pt[i];
+		b->s->tensor[q->w].orig_frozen = 0;
+		if (!q->frozen)
+			continue;
+		long long u = pt_unit(b, q);
+		int trains = 0;
+		for (size_t j = 0; j < M->npt && !trains; j++)
+			trains = !M->pt[j].frozen && pt_unit(b, &M->pt[j]) == u;
+		if (trains)
+			b->s->tensor[q->w].orig_frozen = 1;
+	}
+	for (size_t i = 0; i < M->npt; i++)
+		if (b->s->tensor[M->pt[i].w].orig_frozen) {
+			/* its gradient computed, never stepped (util/ag_fsdp.c) */
+			M->pt[i].frozen = 0;
+			b->rg[M->pt[i].w] = 1;
+		}
 }
 
 /* LlamaRMSNorm op by op: x.pow(2).mean(-1, keepdim=True); x *
@@ -8244,6 +8282,8 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	else
 		llama_setup(b, &M);
 	size_t adapted = o->lora_r ? lora_setup(b, &M) : 1;
+	if (o->lora_r && o->fsdp_orig_params)
+		lora_orig_params(b, &M);
 	size_t ntrain = 0; /* (--fsdp-orig-params: a frozen one whose gradient is computed is frozen here) */
 	for (size_t i = 0; i < M.npt; i++)
 		ntrain += !M.pt[i].frozen && !s->tensor[M.pt[i].w].orig_frozen;

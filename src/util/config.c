@@ -1041,17 +1041,16 @@ static int check_ddp(const struct zs_config *c, char **cause)
 
 /* --fsdp-orig-params on (FSDP's use_orig_params=True: util/ag_fsdp.h;
  * docs/finetune.md, "FSDP with use_orig_params=True"): built for PyTorch
- * 2.6's FULL_SHARD at K = 1 in fp32 without prefetch, checkpointing,
- * LoRA or a 4-bit base; the rest by name. */
+ * 2.6's FULL_SHARD and SHARD_GRAD_OP at any K in fp32 without prefetch,
+ * checkpointing or a 4-bit base, LoRA's adapters in their blocks' units;
+ * the rest by name. */
 static int check_fsdp_orig_params(const struct zs_config *c, char **cause)
 {
 	const char *what = c->torch_version == ZS_TORCH_1_13 ? "--torch-version 1.13 (its FSDP has no use_orig_params: "
 	                                                       "flat_param.py 334-340; give --torch-version 2.6)"
-	                   : c->schemes[0] != ZS_ZERO3  ? "--schemes zero2 (SHARD_GRAD_OP: give --schemes zero3)"
-	                   : c->grad_accum > 1          ? "--grad-accum K > 1 (give --grad-accum 1)"
 	                   : c->precision != ZS_FP32    ? "a --precision other than fp32 (give --precision fp32)"
 	                   : c->prefetch != ZS_PREFETCH_NONE ? "--prefetch backward-pre (give --prefetch none)"
-	                   : c->lora_r                  ? "--lora-r (give --fsdp-orig-params off: PEFT's wrap policy)"
+	                   : c->quant_nf4               ? "--quant-base nf4 (give --quant-base none)"
 	                   : c->hf_recompute            ? "--recompute full (give --recompute none)"
 	                   : zs_optim_impl_resolve(c) != ZS_OPTIM_SINGLE
 	                           ? "Adam's foreach or fused (give --optimizer-impl single)"

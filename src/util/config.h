@@ -218,7 +218,8 @@ struct zs_config {
 	int load_bf16;
 	/* --fsdp-orig-params on (1; 0: off, FSDP's default): FSDP's
 	 * use_orig_params=True, a unit may mix frozen and trainable
-	 * parameters (--wrapper fsdp, PyTorch 2.6) */
+	 * parameters (--wrapper fsdp, PyTorch 2.6; with --lora-r each
+	 * block's unit its frozen base and its adapters) */
 	int fsdp_orig_params;
 	/* --recompute full under the PyTorch step (util/autograd.h,
 	 * ag_options.recompute): set by measure and theory from their
