@@ -167,6 +167,79 @@ if [ "$cuda_rows" -ne 12 ]; then
 fi
 echo "ag_exec_phases: $cuda_rows --torch-device cuda rows, $( [ $cuda_fail = 0 ] && echo agree || echo DISAGREE )"
 [ $cuda_fail = 0 ] || fail=1
+# bf16 autocast under --torch-device cuda (util/autograd.c: CUDA's lists
+# where they differ from the CPU's, and promotes_by_copy): gpt2 and llama,
+# 2.6 set_to_none and 1.13 zeros, measure equal to theory, and against
+# the same run on the CPU, from the shapes (B 2, T 32, d 64, h 4, hd 16,
+# gpt2's MLP 4d = 256, llama's 2 k/v heads, 2 layers):
+# - gpt2, at fwd:h.0.attn.attn_dropout:start: softmax in fp32 (CUDA's
+#   fp32_set_opt_dtype list) keeps an fp32 B·h·T² result and the bf16
+#   `.type(value.dtype)` copy bmm keeps, where the CPU keeps one bf16
+#   result: + 4 B x 8,192, less Adam's 28 host step counters (4 B each);
+#   at fwd:h.1:end each block adds that and gelu_new's pow in fp32 (CUDA's
+#   fp32 list): PowBackward's fp32 copy of c_fc's output, tanh's result and
+#   1 + tanh fp32 (the rest of the expression promoted), 2 B an element
+#   more each over B·T·4d = 16,384, less the 3 wrapped numbers a block
+#   gelu_new keeps (host, 8 B);
+# - llama: the forward's allocations of TensorIterator's promotion copies
+#   are the CPU's alone: per layer the mask add's fp32 copy of the bf16
+#   scores (B·h·T² x 4 = 32,768 B), the rope's of q and rotate_half(q)
+#   and the two residual adds' (B·T·d x 4 = 16,384 B: 4) and the rope's
+#   of k and rotate_half(k) (B·kv·T·hd x 4 = 8,192 B: 2), counted in the
+#   timelines (the last step's); none is live at a mark, so the peak is the CPU's less the
+#   21 step counters and the 2 kept `* scaling` numbers (84 + 16 B).
+cnt() { # FILE BYTES: the forward's allocations of BYTES in FILE's timeline
+	awk -v b="$2" '/"phase":/ { ph = $2 } /"op":/ { o = $2 }
+		/"bytes":/ { if (ph == "\"forward\"," && o == "\"alloc\"," && $2 == b ",") n++ } END { print n + 0 }' "$1"
+}
+amp_rows=0
+for row in "gpt2 2.6 none" "gpt2 1.13 zeros" "llama 2.6 none" "llama 1.13 zeros"; do
+	set -- $row
+	name=$1 v=$2 zg=$3
+	base="--framework torch --wrapper none --attn eager --precision amp-bf16 --seq 32 --batch 2 --schemes dp
+	      --world 1 --model $tmp/$name.json --torch-version $v --zero-grad $zg"
+	for dev in cpu cuda; do
+		# shellcheck disable=SC2086
+		if ! "$zerosim" theory $base --torch-device $dev --out "$tmp/t-$dev.json" 2>"$tmp/err" ||
+			! "$zerosim" measure -q $base --torch-device $dev --steps 3 --timeline --out "$tmp/m-$dev.json" \
+				2>"$tmp/err"; then
+			echo "ag_exec_phases: cuda amp-bf16 $row: --torch-device $dev failed: $(head -n 1 "$tmp/err")" >&2
+			exit 99
+		fi
+	done
+	amp_rows=$((amp_rows + 1))
+	tr=$(nth "$tmp/t-cuda.json" resident_bytes 2) tp=$(nth "$tmp/t-cuda.json" peak_bytes 1)
+	mr=$(nth "$tmp/m-cuda.json" resident_bytes 1) mp=$(nth "$tmp/m-cuda.json" peak_bytes 1)
+	if [ "$tr" != "$mr" ] || [ "$tp" != "$mp" ] || [ "$tp" = 0 ]; then
+		echo "ag_exec_phases: cuda amp-bf16 $row: theory $tr/$tp, measure $mr/$mp (resident/peak)" >&2
+		fail=1
+	fi
+	if [ "$name" = gpt2 ]; then
+		sm=$((2 * 4 * 32 * 32)) fc=$((2 * 32 * 256))
+		for m in "fwd:h.0.attn.attn_dropout:start $((4 * sm - 4 * 28))" \
+			"fwd:h.1:end $((2 * (4 * sm + 3 * 2 * fc - 3 * 8) - 4 * 28))"; do
+			set -- $m
+			c=$(awk -v k="\"$1\":" '$1 == k { sub(/,/, "", $2); print $2; exit }' "$tmp/t-cpu.json")
+			g=$(awk -v k="\"$1\":" '$1 == k { sub(/,/, "", $2); print $2; exit }' "$tmp/t-cuda.json")
+			if [ -z "$c" ] || [ -z "$g" ] || [ $((g - c)) -ne "$2" ]; then
+				echo "ag_exec_phases: cuda amp-bf16 $row: at $1 cuda $g, cpu $c: want cuda - cpu = $2" >&2
+				fail=1
+			fi
+		done
+	else
+		d32=$(($(cnt "$tmp/m-cpu.json" 32768) - $(cnt "$tmp/m-cuda.json" 32768)))
+		d16=$(($(cnt "$tmp/m-cpu.json" 16384) - $(cnt "$tmp/m-cuda.json" 16384)))
+		d8=$(($(cnt "$tmp/m-cpu.json" 8192) - $(cnt "$tmp/m-cuda.json" 8192)))
+		cp=$(nth "$tmp/t-cpu.json" peak_bytes 1)
+		if [ "$d32/$d16/$d8" != 2/8/4 ] || [ $((cp - tp)) -ne 100 ]; then
+			echo "ag_exec_phases: cuda amp-bf16 $row: the CPU's forward allocations of 32,768, 16,384 and 8,192 B" \
+				"in the last step less CUDA's $d32/$d16/$d8 (want 2/8/4), peak cpu $cp cuda $tp (want 100 B apart)" >&2
+			fail=1
+		fi
+	fi
+done
+[ "$amp_rows" -eq 4 ] || { echo "ag_exec_phases: only $amp_rows cuda amp-bf16 rows (4 expected)" >&2; exit 99; }
+echo "ag_exec_phases: $amp_rows --torch-device cuda --precision amp-bf16 rows checked"
 # past 3,072 tokens (embedding_dense_backward_cuda's sort path, not
 # described) theory refuses too: its check once built the step at batch 1
 # and the run's batch then fell back to zerosim's own schedule, unsaid

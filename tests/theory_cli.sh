@@ -220,7 +220,8 @@ fi
 expect 2 --model llama-3-8b --lora-r 16 --lora-targets all-linear --device-mem 24GB --schemes zero3
 # QLoRA's bf16 recipe on one 24 GB GPU (s51; docs/finetune.md, "QLoRA
 # loaded in bf16 under autocast"): loaded in bf16, bf16 autocast, gradient
-# checkpointing. Under --torch-device cuda autocast is refused by name, so
+# checkpointing. Under --torch-device cuda a bf16-loaded model is refused
+# by name (bf16 autocast is described there for gpt2 and llama in fp32), so
 # the CPU step's rules answer it. Between steps, worked from the shapes
 # (hidden 4,096, 32 layers, 8 k/v heads, MLP 14,336, vocabulary 128,256;
 # r 16 on the 7 linears of each layer): the 6,979,321,856 4-bit weights'
@@ -237,7 +238,7 @@ bf="--model llama-3-8b --framework torch --wrapper none --torch-version 2.6 --at
 --recompute full"
 # shellcheck disable=SC2086
 expect 2 $bf --torch-device cuda
-grep -q 'torch-device cuda: the PyTorch step with autocast or a 16-bit module' "$tmp/err" ||
+grep -q 'torch-device cuda: the PyTorch step with --load-dtype bf16 (a bf16-loaded model' "$tmp/err" ||
 	fail "the bf16 recipe under --torch-device cuda: $(cat "$tmp/err")"
 n4=$((32 * (2 * 4096 * 4096 + 2 * 1024 * 4096 + 3 * 14336 * 4096)))
 lora=$((32 * 16 * (2 * (4096 + 4096) + 2 * (4096 + 1024) + 3 * (4096 + 14336))))
