@@ -240,6 +240,49 @@ for row in "gpt2 2.6 none" "gpt2 1.13 zeros" "llama 2.6 none" "llama 1.13 zeros"
 done
 [ "$amp_rows" -eq 4 ] || { echo "ag_exec_phases: only $amp_rows cuda amp-bf16 rows (4 expected)" >&2; exit 99; }
 echo "ag_exec_phases: $amp_rows --torch-device cuda --precision amp-bf16 rows checked"
+# --recompute full under --torch-device cuda (util/autograd.c rng_state):
+# the CPU generator's state checkpointing takes per layer (and fork_rng in
+# the rerun), 5,056 B on the CPU, is a CPU tensor on a GPU: at
+# phase:backward, where each layer's ctx holds its own, cuda is the CPU's
+# less 2 x 5,056 and the step counters (gpt2 28, llama 21, 4 B each), and
+# non-reentrant's wrapped numbers, which its forward keeps (no pack hook
+# for a wrapped number: gpt2's 3 a block, llama's 1 a layer, 8 B each);
+# measure equal to theory. Both impls, fp32 and bf16 autocast, 2.6 and
+# 1.13, Adam single (foreach's optimizer peak would hide the backward's).
+rc_rows=0
+for row in "gpt2 fp32 reentrant 2.6 28 0" "llama amp-bf16 reentrant 1.13 21 0" "gpt2 amp-bf16 non-reentrant 2.6 28 3" \
+	"llama fp32 non-reentrant 2.6 21 1"; do
+	set -- $row
+	name=$1 prec=$2 impl=$3 v=$4 nt=$5 kept=$(($6 * 2 * 8))
+	base="--framework torch --wrapper none --attn eager --precision $prec --seq 32 --batch 2 --schemes dp --world 1
+	      --model $tmp/$name.json --torch-version $v --zero-grad none --optimizer-impl single --recompute full
+	      --recompute-impl $impl"
+	for dev in cpu cuda; do
+		# shellcheck disable=SC2086
+		if ! "$zerosim" theory $base --torch-device $dev --out "$tmp/t-$dev.json" 2>"$tmp/err"; then
+			echo "ag_exec_phases: cuda recompute $row: theory --torch-device $dev failed: $(head -n 1 "$tmp/err")" >&2
+			exit 99
+		fi
+	done
+	# shellcheck disable=SC2086
+	if ! "$zerosim" measure -q $base --torch-device cuda --steps 3 --out "$tmp/m.json" 2>"$tmp/err"; then
+		echo "ag_exec_phases: cuda recompute $row: measure failed: $(head -n 1 "$tmp/err")" >&2
+		exit 99
+	fi
+	rc_rows=$((rc_rows + 1))
+	tr=$(nth "$tmp/t-cuda.json" resident_bytes 2) tp=$(nth "$tmp/t-cuda.json" peak_bytes 1)
+	mr=$(nth "$tmp/m.json" resident_bytes 1) mp=$(nth "$tmp/m.json" peak_bytes 1)
+	c=$(awk '$1 == "\"phase:backward\":" { sub(/,/, "", $2); print $2; exit }' "$tmp/t-cpu.json")
+	g=$(awk '$1 == "\"phase:backward\":" { sub(/,/, "", $2); print $2; exit }' "$tmp/t-cuda.json")
+	if [ "$tr" != "$mr" ] || [ "$tp" != "$mp" ] || [ "$tp" = 0 ] || [ -z "$c" ] || [ -z "$g" ] ||
+		[ $((c - g)) -ne $((2 * 5056 + 4 * nt + kept)) ]; then
+		echo "ag_exec_phases: cuda recompute $row: theory $tr/$tp, measure $mr/$mp (resident/peak);" \
+			"phase:backward cpu $c cuda $g (want $((2 * 5056 + 4 * nt + kept)) apart)" >&2
+		fail=1
+	fi
+done
+[ "$rc_rows" -eq 4 ] || { echo "ag_exec_phases: only $rc_rows cuda recompute rows (4 expected)" >&2; exit 99; }
+echo "ag_exec_phases: $rc_rows --torch-device cuda --recompute full rows checked"
 # past 3,072 tokens (embedding_dense_backward_cuda's sort path, not
 # described) theory refuses too: its check once built the step at batch 1
 # and the run's batch then fell back to zerosim's own schedule, unsaid

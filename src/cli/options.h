@@ -89,7 +89,8 @@ struct zs_opt {
 	"                         step predicted from source (host scalars, Adam's\n" \
 	"                         host step counters, no LayerNorm CPU scratch,\n" \
 	"                         dropout's bool mask; amp-bf16: softmax and pow\n" \
-	"                         in fp32, no promotion copies), up to 3,072\n" \
+	"                         in fp32, no promotion copies; --recompute full:\n" \
+	"                         host rng states), up to 3,072\n" \
 	"                         tokens a step, not yet measured on a GPU\n" \
 	"                         (tests/gpu_torch.py)\n" \
 	"      --optimizer-impl I Adam's single, foreach or fused (default: single\n" \

@@ -2461,6 +2461,20 @@ struct layer_fns {
 	void (*hold)(const struct bld *b, int i, struct ckpt_ctx *c, const void *ctx);
 };
 
+/* torch.get_rng_state(): the CPU generator's state, a uint8 tensor of
+ * 5,056 bytes on the CPU, which checkpointing takes in forward and
+ * fork_rng in the rerun. Under --torch-device cuda it is host memory (a
+ * CPU tensor: host_scalar's mark), and so are the CUDA generators' states
+ * checkpoint.py takes beside it (get_device_states -> torch.cuda
+ * .get_rng_state(), whose CUDAGeneratorImpl::get_state fills a CPU byte
+ * tensor; fork_rng's device_rng_states), left out of the list: 0 device
+ * bytes (torch/utils/checkpoint.py 2.6.0: 237, 246, 1489, 1498; 1.13.0:
+ * 81, 89, 344, 353; torch/random.py 2.6.0 fork_rng 195-196). */
+static T rng_state(struct bld *b, const char *what)
+{
+	return host_scalar(b, TMP(what, AG_U8, 5056));
+}
+
 /* Layer i's forward; checkpointed where saved != NULL (its input kept in
  * saved[i]): CheckpointFunction.forward -- ctx.fwd_cpu_state =
  * torch.get_rng_state() (the CPU generator's state, a uint8 tensor of
@@ -2476,7 +2490,7 @@ static T layer_fwd(struct bld *b, struct model *M, const struct layer_fns *f, T 
 	if ((size_t)i >= M->ckcap)
 		M->ck = grow(M->ck, &M->ckcap, (size_t)i + 1, sizeof *M->ck);
 	struct ckpt_ctx *c = &M->ck[i];
-	*c = (struct ckpt_ctx){ .rng = TMP("get_rng_state (checkpoint's fwd_cpu_state)", AG_U8, 5056), .x = NO,
+	*c = (struct ckpt_ctx){ .rng = rng_state(b, "get_rng_state (checkpoint's fwd_cpu_state)"), .x = NO,
 	                        .draws0 = b->draws, .nwn = 0 };
 	if (f->hold)
 		f->hold(b, i, c, f->ctx);
@@ -2666,7 +2680,7 @@ static T layer_bwd_nonreentrant(struct bld *b, struct model *M, const struct lay
 	uint32_t *before = zs_calloc(n0 ? n0 : 1, sizeof *before);
 	memcpy(before, b->refs, n0 * sizeof *before);
 	size_t rf = *b->n;
-	b->fork = TMP("get_rng_state (fork_rng)", AG_U8, 5056);
+	b->fork = rng_state(b, "get_rng_state (fork_rng)");
 	T fork = b->fork;
 	T x = saved[i];
 	ref(b, x); /* the call's argument (args, from the frame) */
@@ -2766,7 +2780,7 @@ static T layer_bwd(struct bld *b, struct model *M, const struct layer_fns *f, co
 		return f->bwd(b, M, i, g, f->ctx);
 	if (b->o->nonreentrant)
 		return layer_bwd_nonreentrant(b, M, f, saved, i, g);
-	T fork = TMP("get_rng_state (fork_rng)", AG_U8, 5056);
+	T fork = rng_state(b, "get_rng_state (fork_rng)");
 	const struct ag_tensor x_ = b->s->tensor[saved[i]], *x = &x_; /* a copy: the array grows */
 	T det = reshape(b, saved[i], x->ndim, x->shape);
 	b->rg[det] = 1;
@@ -8209,7 +8223,6 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 			: o->amp != AG_F32 && o->freeze && *o->freeze ? "bf16 autocast with --freeze"
 			: o->amp != AG_F32 && o->grad_accum > 1 ? "bf16 autocast with --grad-accum (give 1)"
 			: o->attn == ZS_ATTN_SDPA ? "--attn sdpa (CUDA's flash and memory-efficient kernels; give --attn eager)"
-			: o->recompute            ? "--recompute full (give --recompute none)"
 			: m->experts > 0          ? "a mixture of experts (nonzero's and the routing's CUDA scratch)"
 			: o->zero1_world          ? "ZeroRedundancyOptimizer (give --schemes dp)"
 			: o->batch * o->seq > AG_CUDA_EMB_FAST_TOKENS
