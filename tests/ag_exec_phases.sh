@@ -292,6 +292,31 @@ if "$zerosim" theory --model "$tmp/gpt2.json" --framework torch --wrapper none -
 	echo "ag_exec_phases: cuda gpt2 --seq 64 --batch 49 (3,136 tokens): not refused by name" >&2
 	fail=1
 fi
+# a frozen token table runs no embedding_dense_backward, so past 3,072
+# tokens the step is described: LoRA's llama (q_proj and v_proj adapted,
+# r 4) at 3,136, measure equal to theory and against the CPU's run, from
+# the shapes, between steps the 8 adapters' step counters (4 B each) less
+# and at the peak also the 6 kept wrapped numbers (8 B each: a layer's
+# `* scaling` and each adapter's PEFT `* scaling`, 2 layers)
+lo="--framework torch --wrapper none --torch-version 2.6 --attn eager --schemes dp --world 1 --seq 64 --batch 49
+    --precision fp32 --model $tmp/llama.json --lora-r 4 --zero-grad none"
+# shellcheck disable=SC2086
+if ! "$zerosim" theory $lo --torch-device cuda --out "$tmp/t-cuda.json" 2>"$tmp/err" ||
+	! "$zerosim" theory $lo --torch-device cpu --out "$tmp/t-cpu.json" 2>>"$tmp/err" ||
+	! "$zerosim" measure -q $lo --torch-device cuda --steps 2 --out "$tmp/m.json" 2>>"$tmp/err"; then
+	echo "ag_exec_phases: cuda llama LoRA at 3,136 tokens (a frozen embedding): $(head -n 1 "$tmp/err")" >&2
+	fail=1
+else
+	set -- "$(nth "$tmp/t-cpu.json" resident_bytes 2)" "$(nth "$tmp/t-cpu.json" peak_bytes 1)" \
+		"$(nth "$tmp/t-cuda.json" resident_bytes 2)" "$(nth "$tmp/t-cuda.json" peak_bytes 1)" \
+		"$(nth "$tmp/m.json" resident_bytes 1)" "$(nth "$tmp/m.json" peak_bytes 1)"
+	if [ "$3/$4" != "$5/$6" ] || [ "$4" = 0 ] || [ $(($1 - $3)) -ne $((4 * 8)) ] ||
+		[ $(($2 - $4)) -ne $((4 * 8 + 8 * 6)) ]; then
+		echo "ag_exec_phases: cuda llama LoRA at 3,136 tokens: theory cpu $1/$2, cuda $3/$4, measure cuda $5/$6" \
+			"(want cuda = measure, cpu - cuda = 32/80)" >&2
+		fail=1
+	fi
+fi
 # tests/gpu_torch.py, the GPU check of these predictions, never runs here:
 # its --dry-run does all but the training (zerosim's theory of each case
 # with --allocator cuda, its output parsed), so that its code is run

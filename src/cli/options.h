@@ -90,9 +90,9 @@ struct zs_opt {
 	"                         host step counters, no LayerNorm CPU scratch,\n" \
 	"                         dropout's bool mask; amp-bf16: softmax and pow\n" \
 	"                         in fp32, no promotion copies; --recompute full:\n" \
-	"                         host rng states), up to 3,072\n" \
-	"                         tokens a step, not yet measured on a GPU\n" \
-	"                         (tests/gpu_torch.py)\n" \
+	"                         host rng states), up to 3,072 tokens a step\n" \
+	"                         into a trained embedding, not yet measured on\n" \
+	"                         a GPU (tests/gpu_torch.py)\n" \
 	"      --optimizer-impl I Adam's single, foreach or fused (default: single\n" \
 	"                         in 1.13 and on the CPU, foreach on CUDA from 2.0)\n" \
 	"      --zero-grad Z      none (set_to_none, default from 2.0) or zeros\n" \

@@ -126,6 +126,8 @@ struct bld {
 	int micro;                  /* under --grad-accum K > 1, the micro-step being written (its marks say
 	                             * "@k"); -1 outside one, and always at K = 1 */
 	const char *unsupported;    /* a --freeze pattern's case not described yet (static text), or NULL */
+	int emb_sort;               /* under --torch-device cuda an embedding's backward over more than
+	                             * AG_CUDA_EMB_FAST_TOKENS indices (CUDA's sort path): refused */
 	/* activation checkpointing (ag_options.recompute): a checkpointed
 	 * layer's forward under no_grad (nograd: nothing requires grad, no node
 	 * keeps anything), and its rerun inside backward with grad (regrad:
@@ -2010,13 +2012,28 @@ static void qk_bwd(struct bld *b, T dsc, T q, T kt, uint64_t n, uint64_t Tn, uin
 	unref(b, kt);
 }
 
+/* embedding_dense_backward(g, idx) into de. On CUDA past
+ * AG_CUDA_EMB_FAST_TOKENS indices it takes the sort path, not described:
+ * marked, and the step refused by name. Only a trained table runs it, so a
+ * frozen one (LoRA's, --freeze's) takes any number of tokens. */
+static void emb_dense_bwd(struct bld *b, T g, T idx, T de)
+{
+	const struct ag_tensor *t = &b->s->tensor[idx];
+	uint64_t n = 1;
+	for (unsigned k = 0; k < t->ndim; k++)
+		n *= (uint64_t)t->shape[k];
+	if (b->o->device == ZS_DEVICE_CUDA && n > AG_CUDA_EMB_FAST_TOKENS)
+		b->emb_sort = 1;
+	op(b, AG_OP_EMBEDDING_BWD, g, idx, NO, de, NO, NO);
+}
+
 /* The token embedding's backward from g (its holder taken): its V·d
  * gradient, added to the tied head's held one in the table's input
  * buffer (out of place: that one is a view), then AccumulateGrad. */
 static void embedding_bwd(struct bld *b, struct model *M, T g, struct pt *emb, T held)
 {
 	T de = like(b, "embedding_dense_backward", emb->w);
-	op(b, AG_OP_EMBEDDING_BWD, g, M->ids, NO, de, NO, NO);
+	emb_dense_bwd(b, g, M->ids, de);
 	unref(b, g);
 	if (held != NO) {
 		arrive(b, &held, de);
@@ -3457,7 +3474,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 		mark(b, "bwd:wpe:start");
 		ds3_mark(b, "bwd", "transformer.wpe");
 		T dwpe = like(b, "embedding_dense_backward (wpe)", wpe->w);
-		op(b, AG_OP_EMBEDDING_BWD, dpe, pos2, NO, dwpe, NO, NO);
+		emb_dense_bwd(b, dpe, pos2, dwpe);
 		unref(b, dpe);
 		unref(b, pos2);
 		accumulate(b, wpe, dwpe);
@@ -8225,9 +8242,6 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 			: o->attn == ZS_ATTN_SDPA ? "--attn sdpa (CUDA's flash and memory-efficient kernels; give --attn eager)"
 			: m->experts > 0          ? "a mixture of experts (nonzero's and the routing's CUDA scratch)"
 			: o->zero1_world          ? "ZeroRedundancyOptimizer (give --schemes dp)"
-			: o->batch * o->seq > AG_CUDA_EMB_FAST_TOKENS
-				? "more than 3,072 tokens a step (embedding_dense_backward_cuda's sort path and its scratch; give "
-				  "--batch x --seq up to 3,072)"
 				: NULL;
 		if (no)
 			return refuse(cause, "--torch-device cuda: the PyTorch step with %s is not described yet (or give "
@@ -8429,6 +8443,12 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	free(b->pt_of);
 	names_free(b->tensors);
 	names_free(b->modules);
+	if (b->emb_sort) {
+		ag_step_free(s);
+		return refuse(cause, "--torch-device cuda: the PyTorch step with more than 3,072 tokens a step into a "
+		              "trained embedding (embedding_dense_backward_cuda's sort path and its scratch) is not "
+		              "described yet (give --batch x --seq up to 3,072, or --torch-device cpu)");
+	}
 	if (b->unsupported) {
 		ag_step_free(s);
 		if (!adapted)
