@@ -317,6 +317,35 @@ else
 		fail=1
 	fi
 fi
+# QLoRA loaded in bf16 under bf16 autocast (--quant-base nf4 --load-dtype
+# bf16, LoRA r 4 on q_proj and v_proj): under CUDA's autocast PEFT's
+# lora.bnb.Linear4bit converts nothing (torch.is_autocast_enabled() asks
+# CUDA's: True), so lora_A keeps the norm's bf16 output itself, once for
+# q's and v's adapters, where the CPU's run keeps a bf16 copy of an fp32
+# copy per adapter: at phase:backward cuda is the CPU's less 2 layers x
+# B·T·d x 2 B (8,192), the 8 adapters' step counters (4 B) and the 6 kept
+# wrapped numbers (8 B); measure equal to theory
+ql="--framework torch --wrapper none --torch-version 2.6 --attn eager --schemes dp --world 1 --seq 32 --batch 2
+    --model $tmp/llama.json --lora-r 4 --quant-base nf4 --load-dtype bf16 --precision amp-bf16 --zero-grad zeros
+    --optimizer-impl single"
+# shellcheck disable=SC2086
+if ! "$zerosim" theory $ql --torch-device cuda --out "$tmp/t-cuda.json" 2>"$tmp/err" ||
+	! "$zerosim" theory $ql --torch-device cpu --out "$tmp/t-cpu.json" 2>>"$tmp/err" ||
+	! "$zerosim" measure -q $ql --torch-device cuda --steps 3 --out "$tmp/m.json" 2>>"$tmp/err"; then
+	echo "ag_exec_phases: cuda QLoRA bf16: $(head -n 1 "$tmp/err")" >&2
+	fail=1
+else
+	c=$(awk '$1 == "\"phase:backward\":" { sub(/,/, "", $2); print $2; exit }' "$tmp/t-cpu.json")
+	g=$(awk '$1 == "\"phase:backward\":" { sub(/,/, "", $2); print $2; exit }' "$tmp/t-cuda.json")
+	set -- "$(nth "$tmp/t-cuda.json" resident_bytes 2)" "$(nth "$tmp/t-cuda.json" peak_bytes 1)" \
+		"$(nth "$tmp/m.json" resident_bytes 1)" "$(nth "$tmp/m.json" peak_bytes 1)"
+	if [ "$1/$2" != "$3/$4" ] || [ "$2" = 0 ] || [ -z "$c" ] || [ -z "$g" ] ||
+		[ $((c - g)) -ne $((2 * 2 * 32 * 64 * 2 + 4 * 8 + 8 * 6)) ]; then
+		echo "ag_exec_phases: cuda QLoRA bf16: theory $1/$2, measure $3/$4; phase:backward cpu $c cuda $g" \
+			"(want $((2 * 2 * 32 * 64 * 2 + 4 * 8 + 8 * 6)) apart)" >&2
+		fail=1
+	fi
+fi
 # tests/gpu_torch.py, the GPU check of these predictions, never runs here:
 # its --dry-run does all but the training (zerosim's theory of each case
 # with --allocator cuda, its output parsed), so that its code is run

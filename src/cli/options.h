@@ -90,7 +90,8 @@ struct zs_opt {
 	"                         host step counters, no LayerNorm CPU scratch,\n" \
 	"                         dropout's bool mask; amp-bf16: softmax and pow\n" \
 	"                         in fp32, no promotion copies; --recompute full:\n" \
-	"                         host rng states), up to 3,072 tokens a step\n" \
+	"                         host rng states; QLoRA's llama loaded in bf16\n" \
+	"                         under amp-bf16), up to 3,072 tokens a step\n" \
 	"                         into a trained embedding, not yet measured on\n" \
 	"                         a GPU (tests/gpu_torch.py)\n" \
 	"      --optimizer-impl I Adam's single, foreach or fused (default: single\n" \

@@ -4125,7 +4125,14 @@ static T lora_fwd(struct bld *b, T x, T y, int32_t k)
 	 * no copy (_cast_input_dtype returns x where the dtypes agree) */
 	T x0 = x;
 	st->xdt = b->s->tensor[x].dtype;
-	st->xcast = st->xdt != b->s->tensor[b->M->pt[st->a].w].dtype;
+	/* lora.bnb.Linear4bit converts (x here, the term below) only where
+	 * `requires_conversion = not torch.is_autocast_enabled()` (bnb.py line
+	 * 543): that asks CUDA's autocast (1.13 and 2.6 alike), True inside
+	 * torch.autocast("cuda"), so under --torch-device cuda's autocast
+	 * neither copy is made: x reaches lora_A as it is, 16-bit, and its
+	 * linear casts nothing of it */
+	int conv = !(st->bnb && b->o->device == ZS_DEVICE_CUDA && b->o->lora_amp != AG_F32);
+	st->xcast = conv && st->xdt != b->s->tensor[b->M->pt[st->a].w].dtype;
 	if (st->xcast)
 		x = to_dtype(b, x, b->s->tensor[b->M->pt[st->a].w].dtype, "_to_copy (PEFT's _cast_input_dtype)");
 	b->adapter = 1; /* lora_A's and lora_B's linears: autocast's o->lora_amp (ac_dt) */
@@ -4154,7 +4161,7 @@ static T lora_fwd(struct bld *b, T x, T y, int32_t k)
 	 * torch.autocast("cpu")) — output.to(expected_dtype), result's: an
 	 * fp32 copy of the 16-bit term before the sum (ToCopyBackward) */
 	st->odt = b->s->tensor[m].dtype;
-	st->ocast = st->bnb && st->odt != b->s->tensor[y].dtype;
+	st->ocast = conv && st->bnb && st->odt != b->s->tensor[y].dtype;
 	if (st->ocast) {
 		T m32 = to_dtype(b, m, b->s->tensor[y].dtype, "_to_copy (PEFT's output.to(expected_dtype))");
 		unref(b, m);
@@ -8229,9 +8236,10 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * for gpt2 and llama; the rest by name */
 	if (o->device == ZS_DEVICE_CUDA) {
 		const char *no =
-			o->load_bf16 ? "--load-dtype bf16 (a bf16-loaded model: PEFT's and bitsandbytes' casts under CUDA's "
-			               "autocast)"
-			: o->mdt != AG_F32 ? "a 16-bit module (DeepSpeed's bf16; give --precision fp32)"
+			o->load_bf16 && !(o->quant_nf4 && o->lora_r && o->lora_amp == AG_BF16 && fam == 1)
+				? "--load-dtype bf16 but QLoRA's llama under bf16 autocast (--quant-base nf4 --lora-r "
+				  "--precision amp-bf16)"
+			: o->mdt != AG_F32 && !o->load_bf16 ? "a 16-bit module (DeepSpeed's bf16; give --precision fp32)"
 			: o->amp == AG_F16 ? "float16 autocast (GradScaler(\"cuda\") and softmax's half_to_float kernel; give "
 			                     "--precision amp-bf16)"
 			: o->amp != AG_F32 && fam > 1 ? "bf16 autocast over a model that is not a gpt2 or a llama"
