@@ -118,6 +118,26 @@ echo "ag_exec_phases: $steps1 --steps 1 rows checked"
 # absence shows in no figure here but the measure's agreement. Main refuses
 # every row (--torch-device cuda refused whole).
 cuda_fail=0 cuda_rows=0
+# cu_run LABEL DEVS ARGS...: zerosim theory ARGS under --torch-device cpu
+# and cuda ($tmp/t-cpu.json, t-cuda.json), and measure ARGS, 3 steps with
+# the timeline, on each device in DEVS ($tmp/m-DEV.json); 99 where one fails
+cu_run() {
+	label=$1 devs=$2
+	shift 2
+	for dev in cpu cuda; do
+		if ! "$zerosim" theory "$@" --torch-device $dev --out "$tmp/t-$dev.json" 2>"$tmp/err"; then
+			echo "ag_exec_phases: $label: theory --torch-device $dev failed: $(head -n 1 "$tmp/err")" >&2
+			exit 99
+		fi
+	done
+	for dev in $devs; do
+		if ! "$zerosim" measure -q "$@" --torch-device $dev --steps 3 --timeline --out "$tmp/m-$dev.json" \
+			2>"$tmp/err"; then
+			echo "ag_exec_phases: $label: measure --torch-device $dev failed: $(head -n 1 "$tmp/err")" >&2
+			exit 99
+		fi
+	done
+}
 # nth FILE KEY N: the Nth number given to "KEY" in FILE (0 where none)
 nth() {
 	awk -v k="\"$2\":" -v n="$3" '$1 == k && $2 ~ /^[0-9]+,?$/ { if (++i == n) { sub(/,/, "", $2); print $2; f = 1; exit } }
@@ -132,23 +152,13 @@ for model in "gpt2 28 3 0 0" "llama 21 1 0 0" "gpt2-dropout 28 3 36864 32768" "l
 			row="cuda $name --torch-version $v --zero-grad $zg"
 			base="--framework torch --wrapper none --attn eager --precision fp32 --seq 32 --batch 2 --schemes dp
 			      --world 1 --model $tmp/$name.json --torch-version $v --zero-grad $zg"
-			for dev in cpu cuda; do
-				# shellcheck disable=SC2086
-				if ! "$zerosim" theory $base --torch-device $dev --out "$tmp/t-$dev.json" 2>"$tmp/err"; then
-					echo "ag_exec_phases: $row: theory --torch-device $dev failed: $(head -n 1 "$tmp/err")" >&2
-					exit 99
-				fi
-			done
 			# shellcheck disable=SC2086
-			if ! "$zerosim" measure -q $base --torch-device cuda --steps 3 --out "$tmp/m.json" 2>"$tmp/err"; then
-				echo "ag_exec_phases: $row: measure failed: $(head -n 1 "$tmp/err")" >&2
-				exit 99
-			fi
+			cu_run "$row" cuda $base
 			cuda_rows=$((cuda_rows + 1))
 			# theory: the floor's resident first, then the schedule's; measure: the run's
 			set -- "$(nth "$tmp/t-cpu.json" resident_bytes 2)" "$(nth "$tmp/t-cpu.json" peak_bytes 1)" \
 				"$(nth "$tmp/t-cuda.json" resident_bytes 2)" "$(nth "$tmp/t-cuda.json" peak_bytes 1)" \
-				"$(nth "$tmp/m.json" resident_bytes 1)" "$(nth "$tmp/m.json" peak_bytes 1)"
+				"$(nth "$tmp/m-cuda.json" resident_bytes 1)" "$(nth "$tmp/m-cuda.json" peak_bytes 1)"
 			dropped=$dropped_zeros
 			[ $zg = none ] && dropped=$dropped_none
 			want_r=$((4 * ntensors)) want_p=$((4 * ntensors + 8 * kept * 2 + 3 * dropped))
@@ -188,6 +198,9 @@ echo "ag_exec_phases: $cuda_rows --torch-device cuda rows, $( [ $cuda_fail = 0 ]
 #   of k and rotate_half(k) (B·kv·T·hd x 4 = 8,192 B: 2), counted in the
 #   timelines (the last step's); none is live at a mark, so the peak is the CPU's less the
 #   21 step counters and the 2 kept `* scaling` numbers (84 + 16 B).
+mk() { # FILE MARK: the bytes at MARK in FILE (empty where none)
+	awk -v k="\"$2\":" '$1 == k { sub(/,/, "", $2); print $2; exit }' "$1"
+}
 cnt() { # FILE BYTES: the forward's allocations of BYTES in FILE's timeline
 	awk -v b="$2" '/"phase":/ { ph = $2 } /"op":/ { o = $2 }
 		/"bytes":/ { if (ph == "\"forward\"," && o == "\"alloc\"," && $2 == b ",") n++ } END { print n + 0 }' "$1"
@@ -198,15 +211,8 @@ for row in "gpt2 2.6 none" "gpt2 1.13 zeros" "llama 2.6 none" "llama 1.13 zeros"
 	name=$1 v=$2 zg=$3
 	base="--framework torch --wrapper none --attn eager --precision amp-bf16 --seq 32 --batch 2 --schemes dp
 	      --world 1 --model $tmp/$name.json --torch-version $v --zero-grad $zg"
-	for dev in cpu cuda; do
-		# shellcheck disable=SC2086
-		if ! "$zerosim" theory $base --torch-device $dev --out "$tmp/t-$dev.json" 2>"$tmp/err" ||
-			! "$zerosim" measure -q $base --torch-device $dev --steps 3 --timeline --out "$tmp/m-$dev.json" \
-				2>"$tmp/err"; then
-			echo "ag_exec_phases: cuda amp-bf16 $row: --torch-device $dev failed: $(head -n 1 "$tmp/err")" >&2
-			exit 99
-		fi
-	done
+	# shellcheck disable=SC2086
+	cu_run "cuda amp-bf16 $row" "cpu cuda" $base
 	amp_rows=$((amp_rows + 1))
 	tr=$(nth "$tmp/t-cuda.json" resident_bytes 2) tp=$(nth "$tmp/t-cuda.json" peak_bytes 1)
 	mr=$(nth "$tmp/m-cuda.json" resident_bytes 1) mp=$(nth "$tmp/m-cuda.json" peak_bytes 1)
@@ -219,8 +225,7 @@ for row in "gpt2 2.6 none" "gpt2 1.13 zeros" "llama 2.6 none" "llama 1.13 zeros"
 		for m in "fwd:h.0.attn.attn_dropout:start $((4 * sm - 4 * 28))" \
 			"fwd:h.1:end $((2 * (4 * sm + 3 * 2 * fc - 3 * 8) - 4 * 28))"; do
 			set -- $m
-			c=$(awk -v k="\"$1\":" '$1 == k { sub(/,/, "", $2); print $2; exit }' "$tmp/t-cpu.json")
-			g=$(awk -v k="\"$1\":" '$1 == k { sub(/,/, "", $2); print $2; exit }' "$tmp/t-cuda.json")
+			c=$(mk "$tmp/t-cpu.json" "$1") g=$(mk "$tmp/t-cuda.json" "$1")
 			if [ -z "$c" ] || [ -z "$g" ] || [ $((g - c)) -ne "$2" ]; then
 				echo "ag_exec_phases: cuda amp-bf16 $row: at $1 cuda $g, cpu $c: want cuda - cpu = $2" >&2
 				fail=1
@@ -238,8 +243,6 @@ for row in "gpt2 2.6 none" "gpt2 1.13 zeros" "llama 2.6 none" "llama 1.13 zeros"
 		fi
 	fi
 done
-[ "$amp_rows" -eq 4 ] || { echo "ag_exec_phases: only $amp_rows cuda amp-bf16 rows (4 expected)" >&2; exit 99; }
-echo "ag_exec_phases: $amp_rows --torch-device cuda --precision amp-bf16 rows checked"
 # --recompute full under --torch-device cuda (util/autograd.c rng_state):
 # the CPU generator's state checkpointing takes per layer (and fork_rng in
 # the rerun), 5,056 B on the CPU, is a CPU tensor on a GPU: at
@@ -257,23 +260,12 @@ for row in "gpt2 fp32 reentrant 2.6 28 0" "llama amp-bf16 reentrant 1.13 21 0" "
 	base="--framework torch --wrapper none --attn eager --precision $prec --seq 32 --batch 2 --schemes dp --world 1
 	      --model $tmp/$name.json --torch-version $v --zero-grad none --optimizer-impl single --recompute full
 	      --recompute-impl $impl"
-	for dev in cpu cuda; do
-		# shellcheck disable=SC2086
-		if ! "$zerosim" theory $base --torch-device $dev --out "$tmp/t-$dev.json" 2>"$tmp/err"; then
-			echo "ag_exec_phases: cuda recompute $row: theory --torch-device $dev failed: $(head -n 1 "$tmp/err")" >&2
-			exit 99
-		fi
-	done
 	# shellcheck disable=SC2086
-	if ! "$zerosim" measure -q $base --torch-device cuda --steps 3 --out "$tmp/m.json" 2>"$tmp/err"; then
-		echo "ag_exec_phases: cuda recompute $row: measure failed: $(head -n 1 "$tmp/err")" >&2
-		exit 99
-	fi
+	cu_run "cuda recompute $row" cuda $base
 	rc_rows=$((rc_rows + 1))
 	tr=$(nth "$tmp/t-cuda.json" resident_bytes 2) tp=$(nth "$tmp/t-cuda.json" peak_bytes 1)
-	mr=$(nth "$tmp/m.json" resident_bytes 1) mp=$(nth "$tmp/m.json" peak_bytes 1)
-	c=$(awk '$1 == "\"phase:backward\":" { sub(/,/, "", $2); print $2; exit }' "$tmp/t-cpu.json")
-	g=$(awk '$1 == "\"phase:backward\":" { sub(/,/, "", $2); print $2; exit }' "$tmp/t-cuda.json")
+	mr=$(nth "$tmp/m-cuda.json" resident_bytes 1) mp=$(nth "$tmp/m-cuda.json" peak_bytes 1)
+	c=$(mk "$tmp/t-cpu.json" phase:backward) g=$(mk "$tmp/t-cuda.json" phase:backward)
 	if [ "$tr" != "$mr" ] || [ "$tp" != "$mp" ] || [ "$tp" = 0 ] || [ -z "$c" ] || [ -z "$g" ] ||
 		[ $((c - g)) -ne $((2 * 5056 + 4 * nt + kept)) ]; then
 		echo "ag_exec_phases: cuda recompute $row: theory $tr/$tp, measure $mr/$mp (resident/peak);" \
@@ -281,8 +273,11 @@ for row in "gpt2 fp32 reentrant 2.6 28 0" "llama amp-bf16 reentrant 1.13 21 0" "
 		fail=1
 	fi
 done
-[ "$rc_rows" -eq 4 ] || { echo "ag_exec_phases: only $rc_rows cuda recompute rows (4 expected)" >&2; exit 99; }
-echo "ag_exec_phases: $rc_rows --torch-device cuda --recompute full rows checked"
+if [ "$amp_rows/$rc_rows" != 4/4 ]; then
+	echo "ag_exec_phases: $amp_rows cuda amp-bf16 and $rc_rows cuda recompute rows (4 and 4 expected)" >&2
+	exit 99
+fi
+echo "ag_exec_phases: 4 --torch-device cuda --precision amp-bf16 and 4 --recompute full rows checked"
 # past 3,072 tokens (embedding_dense_backward_cuda's sort path, not
 # described) theory refuses too: its check once built the step at batch 1
 # and the run's batch then fell back to zerosim's own schedule, unsaid
@@ -301,21 +296,15 @@ fi
 lo="--framework torch --wrapper none --torch-version 2.6 --attn eager --schemes dp --world 1 --seq 64 --batch 49
     --precision fp32 --model $tmp/llama.json --lora-r 4 --zero-grad none"
 # shellcheck disable=SC2086
-if ! "$zerosim" theory $lo --torch-device cuda --out "$tmp/t-cuda.json" 2>"$tmp/err" ||
-	! "$zerosim" theory $lo --torch-device cpu --out "$tmp/t-cpu.json" 2>>"$tmp/err" ||
-	! "$zerosim" measure -q $lo --torch-device cuda --steps 2 --out "$tmp/m.json" 2>>"$tmp/err"; then
-	echo "ag_exec_phases: cuda llama LoRA at 3,136 tokens (a frozen embedding): $(head -n 1 "$tmp/err")" >&2
+cu_run "cuda llama LoRA at 3,136 tokens (a frozen embedding)" cuda $lo
+set -- "$(nth "$tmp/t-cpu.json" resident_bytes 2)" "$(nth "$tmp/t-cpu.json" peak_bytes 1)" \
+	"$(nth "$tmp/t-cuda.json" resident_bytes 2)" "$(nth "$tmp/t-cuda.json" peak_bytes 1)" \
+	"$(nth "$tmp/m-cuda.json" resident_bytes 1)" "$(nth "$tmp/m-cuda.json" peak_bytes 1)"
+if [ "$3/$4" != "$5/$6" ] || [ "$4" = 0 ] || [ $(($1 - $3)) -ne $((4 * 8)) ] ||
+	[ $(($2 - $4)) -ne $((4 * 8 + 8 * 6)) ]; then
+	echo "ag_exec_phases: cuda llama LoRA at 3,136 tokens: theory cpu $1/$2, cuda $3/$4, measure cuda $5/$6" \
+		"(want cuda = measure, cpu - cuda = 32/80)" >&2
 	fail=1
-else
-	set -- "$(nth "$tmp/t-cpu.json" resident_bytes 2)" "$(nth "$tmp/t-cpu.json" peak_bytes 1)" \
-		"$(nth "$tmp/t-cuda.json" resident_bytes 2)" "$(nth "$tmp/t-cuda.json" peak_bytes 1)" \
-		"$(nth "$tmp/m.json" resident_bytes 1)" "$(nth "$tmp/m.json" peak_bytes 1)"
-	if [ "$3/$4" != "$5/$6" ] || [ "$4" = 0 ] || [ $(($1 - $3)) -ne $((4 * 8)) ] ||
-		[ $(($2 - $4)) -ne $((4 * 8 + 8 * 6)) ]; then
-		echo "ag_exec_phases: cuda llama LoRA at 3,136 tokens: theory cpu $1/$2, cuda $3/$4, measure cuda $5/$6" \
-			"(want cuda = measure, cpu - cuda = 32/80)" >&2
-		fail=1
-	fi
 fi
 # QLoRA loaded in bf16 under bf16 autocast (--quant-base nf4 --load-dtype
 # bf16, LoRA r 4 on q_proj and v_proj): under CUDA's autocast PEFT's
@@ -329,22 +318,15 @@ ql="--framework torch --wrapper none --torch-version 2.6 --attn eager --schemes 
     --model $tmp/llama.json --lora-r 4 --quant-base nf4 --load-dtype bf16 --precision amp-bf16 --zero-grad zeros
     --optimizer-impl single"
 # shellcheck disable=SC2086
-if ! "$zerosim" theory $ql --torch-device cuda --out "$tmp/t-cuda.json" 2>"$tmp/err" ||
-	! "$zerosim" theory $ql --torch-device cpu --out "$tmp/t-cpu.json" 2>>"$tmp/err" ||
-	! "$zerosim" measure -q $ql --torch-device cuda --steps 3 --out "$tmp/m.json" 2>>"$tmp/err"; then
-	echo "ag_exec_phases: cuda QLoRA bf16: $(head -n 1 "$tmp/err")" >&2
+cu_run "cuda QLoRA bf16" cuda $ql
+c=$(mk "$tmp/t-cpu.json" phase:backward) g=$(mk "$tmp/t-cuda.json" phase:backward)
+set -- "$(nth "$tmp/t-cuda.json" resident_bytes 2)" "$(nth "$tmp/t-cuda.json" peak_bytes 1)" \
+	"$(nth "$tmp/m-cuda.json" resident_bytes 1)" "$(nth "$tmp/m-cuda.json" peak_bytes 1)"
+if [ "$1/$2" != "$3/$4" ] || [ "$2" = 0 ] || [ -z "$c" ] || [ -z "$g" ] ||
+	[ $((c - g)) -ne $((2 * 2 * 32 * 64 * 2 + 4 * 8 + 8 * 6)) ]; then
+	echo "ag_exec_phases: cuda QLoRA bf16: theory $1/$2, measure $3/$4; phase:backward cpu $c cuda $g" \
+		"(want $((2 * 2 * 32 * 64 * 2 + 4 * 8 + 8 * 6)) apart)" >&2
 	fail=1
-else
-	c=$(awk '$1 == "\"phase:backward\":" { sub(/,/, "", $2); print $2; exit }' "$tmp/t-cpu.json")
-	g=$(awk '$1 == "\"phase:backward\":" { sub(/,/, "", $2); print $2; exit }' "$tmp/t-cuda.json")
-	set -- "$(nth "$tmp/t-cuda.json" resident_bytes 2)" "$(nth "$tmp/t-cuda.json" peak_bytes 1)" \
-		"$(nth "$tmp/m.json" resident_bytes 1)" "$(nth "$tmp/m.json" peak_bytes 1)"
-	if [ "$1/$2" != "$3/$4" ] || [ "$2" = 0 ] || [ -z "$c" ] || [ -z "$g" ] ||
-		[ $((c - g)) -ne $((2 * 2 * 32 * 64 * 2 + 4 * 8 + 8 * 6)) ]; then
-		echo "ag_exec_phases: cuda QLoRA bf16: theory $1/$2, measure $3/$4; phase:backward cpu $c cuda $g" \
-			"(want $((2 * 2 * 32 * 64 * 2 + 4 * 8 + 8 * 6)) apart)" >&2
-		fail=1
-	fi
 fi
 # tests/gpu_torch.py, the GPU check of these predictions, never runs here:
 # its --dry-run does all but the training (zerosim's theory of each case
