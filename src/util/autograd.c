@@ -8226,14 +8226,16 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * record_function's handles, 1.13; Adam's step counters, adam_state;
 	 * LayerNorm's backward without the CPU's scratch, layer_norm_bwd;
 	 * native_dropout's bool mask, dropout;
-	 * Adam's foreach default, zs_optim_impl_resolve), fp32 and eager
-	 * attention; predicted from source, not yet measured on a GPU
-	 * (tests/gpu_torch.py is that check; docs/schedule.md, "The CPU against
-	 * CUDA"). What is not described there is refused by name. */
-	/* bf16 autocast on CUDA (docs/schedule.md, "The CPU against CUDA"):
-	 * CUDA's lists where they differ from the CPU's (gpt2's softmax and
-	 * gelu_new's pow in fp32) and no promotion copies (promotes_by_copy),
-	 * for gpt2 and llama; the rest by name */
+	 * Adam's foreach default, zs_optim_impl_resolve; checkpointing's
+	 * random states, rng_state; an embedding's sort path past 3,072
+	 * indices, emb_dense_bwd), fp32 and eager attention; bf16 autocast
+	 * for gpt2 and llama: CUDA's lists where they differ from the CPU's
+	 * (gpt2's softmax and gelu_new's pow in fp32) and no promotion copies
+	 * (promotes_by_copy); QLoRA's llama loaded in bf16 under it (PEFT's
+	 * conversions, lora_fwd's conv). Predicted from source, not yet
+	 * measured on a GPU (tests/gpu_torch.py is that check; docs/schedule.md,
+	 * "The CPU against CUDA"). What is not described there is refused by
+	 * name. */
 	if (o->device == ZS_DEVICE_CUDA) {
 		const char *no =
 			o->load_bf16 && !(o->quant_nf4 && o->lora_r && o->lora_amp == AG_BF16 && fam == 1)
