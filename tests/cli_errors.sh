@@ -890,6 +890,20 @@ for cmd in measure theory; do
 	for v in gpu CUDA '' cpu,cuda; do
 		try 2 "--torch-device: '$v' is not one of cuda, cpu" $cmd --framework deepspeed --torch-device "$v" --out "$keep"
 	done
+	# autocast under --torch-device cuda: bf16 over gpt2 and llama alone
+	cu="--framework torch --wrapper none --torch-version 2.6 --torch-device cuda --attn eager --seq 8 --batch 1 --world 1"
+	cu_no="--torch-device cuda: the PyTorch step with"
+	# shellcheck disable=SC2086
+	try 2 "$cu_no float16 autocast (GradScaler(\"cuda\")" $cmd $cu --model "$tiny" --precision amp-fp16 --out "$keep"
+	# shellcheck disable=SC2086
+	try 2 "$cu_no bf16 autocast over a model that is not a gpt2 or a llama" $cmd $cu --model qwen2.5-0.5b \
+		--precision amp-bf16 --out "$keep"
+	# shellcheck disable=SC2086
+	try 2 "$cu_no bf16 autocast with --lora-r or --quant-base" $cmd $cu --model "$tiny" --precision amp-bf16 \
+		--lora-r 4 --out "$keep"
+	# shellcheck disable=SC2086
+	try 2 "$cu_no bf16 autocast with --freeze" $cmd $cu --model "$tiny" --precision amp-bf16 --freeze transformer.h.0 \
+		--out "$keep"
 	for v in default multi_tensor FUSED ''; do
 		try 2 "--optimizer-impl: '$v' is not one of single, foreach, fused" $cmd --framework torch --optimizer-impl "$v" --out "$keep"
 	done

@@ -6,12 +6,15 @@
 
 Issue #22's GPU check. For each case (the tiny gpt2, tied, and the tiny
 llama, untied, of tests/hf_torch.sh, seq 32, batch 2, with zero_grad
-zeros and set_to_none, dropout 0, and the tiny gpt2 with dropout 0.1
-(native_dropout's bool masks); GPT-2 small, data/models/gpt2.json, seq
-256, batch 1, dropout 0) it runs
+zeros and set_to_none, dropout 0, in fp32 and under bf16 autocast
+(`torch.autocast("cuda", dtype=torch.bfloat16)` around the forward and
+the loss, as hf_torch.py's --amp bf16 on the CPU), and the tiny gpt2 with
+dropout 0.1 (native_dropout's bool masks); GPT-2 small,
+data/models/gpt2.json, seq 256, batch 1, dropout 0, fp32 and bf16
+autocast) it runs
 
     zerosim theory --model CFG --framework torch --wrapper none
-        --torch-version 2.6 --torch-device cuda --attn eager --precision fp32
+        --torch-version 2.6 --torch-device cuda --attn eager --precision fp32|amp-bf16
         --seq S --batch B --schemes dp --world 1 --zero-grad Z --allocator cuda
 
 and reads the prediction: the step's tensors (rows[0].schedule:
@@ -60,19 +63,27 @@ TINY_LLAMA = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, 
 
 
 def cases(tmp, small):
-    """(label, config path, seq, batch, zero_grad, the config's dropout)"""
+    """(label, config path, seq, batch, zero_grad, the config's dropout, bf16 autocast, recompute)"""
     out = []
     for name, cfg in (("gpt2-tiny", TINY_GPT2), ("llama-tiny", TINY_LLAMA)):
         path = os.path.join(tmp, name + ".json")
         with open(path, "w") as f:
             json.dump(cfg, f)
-        for zg in ("zeros", "none"):
-            out.append((f"{name} zero_grad {zg}", path, 32, 2, zg, False))
+        for amp in (False, True):
+            for zg in ("zeros", "none"):
+                out.append((f"{name}{' bf16 autocast' if amp else ''} zero_grad {zg}", path, 32, 2, zg, False, amp,
+                            "none"))
+        # activation checkpointing (--recompute full): both impls, fp32 and bf16 autocast
+        for amp, rc in ((False, "reentrant"), (True, "reentrant"), (True, "non-reentrant")):
+            out.append((f"{name}{' bf16 autocast' if amp else ''} recompute {rc} zero_grad none", path, 32, 2,
+                        "none", False, amp, rc))
     cfg = dict(TINY_GPT2, embd_pdrop=0.1, attn_pdrop=0.1, resid_pdrop=0.1)
     path = os.path.join(tmp, "gpt2-tiny-dropout.json")
     with open(path, "w") as f:
         json.dump(cfg, f)
-    out.append(("gpt2-tiny dropout 0.1 zero_grad none", path, 32, 2, "none", True))
+    out.append(("gpt2-tiny dropout 0.1 zero_grad none", path, 32, 2, "none", True, False, "none"))
+    out.append(("gpt2-tiny dropout 0.1 recompute reentrant zero_grad none", path, 32, 2, "none", True, False,
+                "reentrant"))
     if small:
         with open(os.path.join(HERE, "..", "data", "models", "gpt2.json")) as f:
             cfg = json.load(f)
@@ -81,15 +92,19 @@ def cases(tmp, small):
         path = os.path.join(tmp, "gpt2-small.json")
         with open(path, "w") as f:
             json.dump(cfg, f)
-        out.append(("gpt2 small seq 256 batch 1", path, 256, 1, "none", False))
+        out.append(("gpt2 small seq 256 batch 1", path, 256, 1, "none", False, False, "none"))
+        out.append(("gpt2 small seq 256 batch 1 bf16 autocast", path, 256, 1, "none", False, True, "none"))
     return out
 
 
-def predict(zerosim, cfg, seq, batch, zg, tmp):
+def predict(zerosim, cfg, seq, batch, zg, amp, rc, tmp):
     cmd = [zerosim, "theory", "--model", cfg, "--framework", "torch", "--wrapper", "none",
-           "--torch-version", "2.6", "--torch-device", "cuda", "--attn", "eager", "--precision", "fp32",
+           "--torch-version", "2.6", "--torch-device", "cuda", "--attn", "eager",
+           "--precision", "amp-bf16" if amp else "fp32",
            "--seq", str(seq), "--batch", str(batch), "--schemes", "dp", "--world", "1", "--zero-grad", zg,
            "--allocator", "cuda", "--out", os.path.join(tmp, "t.json")]
+    if rc != "none":
+        cmd += ["--recompute", "full", "--recompute-impl", rc]
     print("  $ " + " ".join(cmd))
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if r.returncode != 0:
@@ -106,7 +121,7 @@ def predict(zerosim, cfg, seq, batch, zg, tmp):
     return p
 
 
-def train(cfg_path, seq, batch, zg, dropout, steps):
+def train(cfg_path, seq, batch, zg, dropout, amp, rc, steps):
     """max_memory_allocated over the run and memory_allocated after it."""
     import torch
     sys.path.insert(0, HERE)
@@ -120,7 +135,9 @@ def train(cfg_path, seq, batch, zg, dropout, steps):
     torch.cuda.empty_cache()  # the case before's blocks; cuBLAS's workspace stays, as in zerosim's run
     torch.cuda.reset_peak_memory_stats()
     torch.manual_seed(0)
-    a = argparse.Namespace(model=cfg_path, dropout="config" if dropout else "0", tied=None, recompute="none")
+    a = argparse.Namespace(model=cfg_path, dropout="config" if dropout else "0", tied=None,
+                           recompute="none" if rc == "none" else "full",
+                           recompute_impl="reentrant" if rc == "none" else rc)
     raw, family, cfg, tied = hf_torch.build(a)
     with dev:
         if family == "gpt2":
@@ -128,6 +145,7 @@ def train(cfg_path, seq, batch, zg, dropout, steps):
         else:
             model = hf_torch.LlamaForCausalLM(cfg, tied, False, hf_torch.FAMILY_ATTENTION[family])
     model.train()
+    hf_torch.input_require_grads(model)  # (under --recompute full: transformers' hook, as hf_torch.py's run)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)  # CUDA's default: foreach
     V = cfg["vocab_size"]
     # the batch made once and held, as hf_torch.py's run() does
@@ -136,7 +154,11 @@ def train(cfg_path, seq, batch, zg, dropout, steps):
     labels = input_ids.clone()
     for _ in range(steps):  # hf_torch.py's one_step: the outputs held until zero_grad is done
         with dev:
-            outputs = model(input_ids, labels)
+            if amp:  # hf_torch.py's --amp bf16 on CUDA: the forward and the loss inside the region
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    outputs = model(input_ids, labels)
+            else:
+                outputs = model(input_ids, labels)
             loss = outputs[0]
             loss.backward()
         opt.step()
@@ -162,14 +184,14 @@ def main():
             print(f"gpu_torch: torch {torch.__version__}: zerosim follows 2.6; compared all the same")
     status = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for label, cfg, seq, batch, zg, dropout in cases(tmp, not a.no_small):
+        for label, cfg, seq, batch, zg, dropout, amp, rc in cases(tmp, not a.no_small):
             print(f"{label}:")
-            p = predict(a.zerosim, cfg, seq, batch, zg, tmp)
+            p = predict(a.zerosim, cfg, seq, batch, zg, amp, rc, tmp)
             print(f"  zerosim: tensors {p['resident']:,} B between steps, {p['peak']:,} B peak; "
                   f"allocated peak {p['allocated_peak']:,} B (caching allocator, cuBLAS workspace)")
             if a.dry_run:
                 continue
-            peak, live = train(cfg, seq, batch, zg, dropout, a.steps)
+            peak, live = train(cfg, seq, batch, zg, dropout, amp, rc, a.steps)
             same = peak == p["allocated_peak"]
             print(f"  GPU:     max_memory_allocated {peak:,} B ({'equal' if same else 'DIFFERS by %+d' % (peak - p['allocated_peak'])}); "
                   f"memory_allocated after step {a.steps} {live:,} B")

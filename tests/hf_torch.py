@@ -476,7 +476,9 @@ class LlamaRotaryEmbedding(nn.Module):
     def forward(self, x, position_ids):
         inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
         position_ids_expanded = position_ids[:, None, :].float()
-        with torch.autocast(device_type="cpu", enabled=False):
+        # (transformers: device_type = x.device.type, "cpu" for mps: on a
+        # GPU it is CUDA's autocast the rope turns off; tests/gpu_torch.py)
+        with torch.autocast(device_type=x.device.type if x.device.type != "mps" else "cpu", enabled=False):
             freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
             emb = torch.cat((freqs, freqs), dim=-1)
             cos = emb.cos()
@@ -1150,7 +1152,9 @@ class Gemma3RotaryEmbedding(nn.Module):
         inv_freq = getattr(self, f"{layer_type}_inv_freq")
         inv_freq_expanded = inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
         position_ids_expanded = position_ids[:, None, :].float()
-        with torch.autocast(device_type="cpu", enabled=False):
+        # (transformers: device_type = x.device.type, "cpu" for mps: on a
+        # GPU it is CUDA's autocast the rope turns off; tests/gpu_torch.py)
+        with torch.autocast(device_type=x.device.type if x.device.type != "mps" else "cpu", enabled=False):
             freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
             emb = torch.cat((freqs, freqs), dim=-1)
             cos = emb.cos() * 1.0

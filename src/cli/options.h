@@ -83,12 +83,17 @@ struct zs_opt {
 	"                         plain loop's step is described for fp32 or\n" \
 	"                         amp-bf16 on the CPU, eager attention or (2.6)\n" \
 	"                         sdpa with as many k/v heads as heads; on CUDA\n" \
-	"                         for fp32 and eager attention\n" \
+	"                         for fp32 (amp-bf16: gpt2, llama) and eager\n" \
+	"                         attention\n" \
 	"      --torch-device D   cuda (default) or cpu; cuda: the plain loop's\n" \
 	"                         step predicted from source (host scalars, Adam's\n" \
 	"                         host step counters, no LayerNorm CPU scratch,\n" \
-	"                         dropout's bool mask), up to 3,072 tokens a step,\n" \
-	"                         not yet measured on a GPU (tests/gpu_torch.py)\n" \
+	"                         dropout's bool mask; amp-bf16: softmax and pow\n" \
+	"                         in fp32, no promotion copies; --recompute full:\n" \
+	"                         host rng states; QLoRA's llama loaded in bf16\n" \
+	"                         under amp-bf16), up to 3,072 tokens a step\n" \
+	"                         into a trained embedding, not yet measured on\n" \
+	"                         a GPU (tests/gpu_torch.py)\n" \
 	"      --optimizer-impl I Adam's single, foreach or fused (default: single\n" \
 	"                         in 1.13 and on the CPU, foreach on CUDA from 2.0)\n" \
 	"      --zero-grad Z      none (set_to_none, default from 2.0) or zeros\n" \

@@ -80,7 +80,8 @@ int theory_autograd_check(const struct zs_model *m, const struct zs_config *c, u
 	struct ag_step s;
 	/* a mixture's routing is its batch's (ag_options.moe_counts); under
 	 * --torch-device cuda the step's tokens decide what is described
-	 * (AG_CUDA_EMB_FAST_TOKENS): the run's batch, at most 3,072 tokens */
+	 * (AG_CUDA_EMB_FAST_TOKENS): the run's batch, at most 3,072 tokens into
+	 * a trained embedding */
 	/* (FSDP's use_orig_params: what is built depends on N, each the run lists) */
 	int each = c->wrapper == ZS_WRAPPER_FSDP && c->fsdp_orig_params;
 	for (size_t k = 0; k < (each ? c->nworld : 1); k++) {

@@ -282,6 +282,10 @@ static char *qlora_text(const struct theory_request *req)
 	                                                 "from bf16 where they are fp32"
 	                                               : "",
 	                   !c->load_bf16 ? ""
+	                   : c->precision == ZS_AMP_BF16 && c->torch_device == ZS_DEVICE_CUDA
+	                           ? ", and \"QLoRA loaded in bf16 under autocast, and checkpointed\": the adapters fp32, "
+	                             "their weights cast to bf16 by autocast, their bf16 input taken as it is (PEFT converts "
+	                             "only where CUDA's autocast is off), their term bf16"
 	                   : c->precision == ZS_AMP_BF16 ? ", and \"QLoRA loaded in bf16 under autocast, and checkpointed\": "
 	                                                   "the adapters fp32, their input copied up, then with their weights "
 	                                                   "cast to bf16 by autocast, their term bf16"

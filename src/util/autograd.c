@@ -126,6 +126,8 @@ struct bld {
 	int micro;                  /* under --grad-accum K > 1, the micro-step being written (its marks say
 	                             * "@k"); -1 outside one, and always at K = 1 */
 	const char *unsupported;    /* a --freeze pattern's case not described yet (static text), or NULL */
+	int emb_sort;               /* under --torch-device cuda an embedding's backward over more than
+	                             * AG_CUDA_EMB_FAST_TOKENS indices (CUDA's sort path): refused */
 	/* activation checkpointing (ag_options.recompute): a checkpointed
 	 * layer's forward under no_grad (nograd: nothing requires grad, no node
 	 * keeps anything), and its rerun inside backward with grad (regrad:
@@ -469,6 +471,21 @@ static T host_scalar(struct bld *b, T t)
 	if (b->o->device == ZS_DEVICE_CUDA)
 		b->s->tensor[t].host = 1;
 	return t;
+}
+
+/* Whether a binary op over mixed float types copies the lower operand
+ * to the common type first. TensorIteratorBase::compute_types
+ * (aten/src/ATen/TensorIterator.cpp, v1.13.0 and v2.6.0 alike: "Creates
+ * temporaries for CPU operations", `if (common_device == kCPU)` around
+ * `promote_inputs_to_common_dtype_`'s `op.tensor().to(common_dtype_)`)
+ * makes that temporary on the CPU only; a CUDA kernel converts each
+ * operand as it loads it (cuda/Loops.cuh, gpu_kernel_impl's
+ * needs_dynamic_casting), so under autocast on CUDA the residual adds,
+ * the rope's products and the mask add make no fp32 copy. (Read by
+ * function in the index's versions; the tags' line numbers not at hand.) */
+static int promotes_by_copy(const struct bld *b)
+{
+	return b->o->device != ZS_DEVICE_CUDA;
 }
 
 /* A Python float given to a tensor op: the 8-byte wrapped number. */
@@ -982,14 +999,30 @@ static T ds3_saved_read(T wt, T w)
 }
 
 /* MulBackward0 of a · u (both kept, both requiring grad): *da = g · u,
- * then *du = g · a; g and the saved pair let go. */
+ * then *du = g · a, each in its operands' promoted type; g goes as the
+ * node returns, then validate_outputs casts a gradient of another type
+ * than its input's to that (a bf16 a against an fp32 u: gpt2's gelu_new
+ * under CUDA's autocast), then the saved pair goes. */
+static T to_dtype(struct bld *b, T x, enum ag_dtype dt, const char *what);
+
 static void mul_bwd(struct bld *b, const char *what, T g, T a, T u, T *da, T *du)
 {
-	*da = like(b, what, a);
+	const struct ag_tensor a_ = b->s->tensor[a], *ao = &a_; /* a copy: the array grows */
+	enum ag_dtype ut = b->s->tensor[u].dtype, gt = b->s->tensor[g].dtype, at = ao->dtype;
+	int mixed = at != ut; /* (a and u of one type: the products in it, as ever) */
+	*da = tmp(b, what, !mixed ? at : gt == ut ? gt : AG_F32, ao->ndim, ao->shape);
 	op(b, AG_OP_MUL, g, u, NO, *da, NO, NO);
-	*du = like(b, what, a);
+	*du = tmp(b, what, !mixed ? at : gt == at ? gt : AG_F32, ao->ndim, ao->shape);
 	op(b, AG_OP_MUL, g, a, NO, *du, NO, NO);
 	unref(b, g);
+	T *gr[2] = { da, du };
+	enum ag_dtype want[2] = { at, ut };
+	for (int j = 0; j < 2; j++)
+		if (b->s->tensor[*gr[j]].dtype != want[j]) {
+			T c = to_dtype(b, *gr[j], want[j], "_to_copy (validate_outputs)");
+			unref(b, *gr[j]);
+			*gr[j] = c;
+		}
 	unref(b, a);
 	unref(b, u);
 }
@@ -1979,13 +2012,28 @@ static void qk_bwd(struct bld *b, T dsc, T q, T kt, uint64_t n, uint64_t Tn, uin
 	unref(b, kt);
 }
 
+/* embedding_dense_backward(g, idx) into de. On CUDA past
+ * AG_CUDA_EMB_FAST_TOKENS indices it takes the sort path, not described:
+ * marked, and the step refused by name. Only a trained table runs it, so a
+ * frozen one (LoRA's, --freeze's) takes any number of tokens. */
+static void emb_dense_bwd(struct bld *b, T g, T idx, T de)
+{
+	const struct ag_tensor *t = &b->s->tensor[idx];
+	uint64_t n = 1;
+	for (unsigned k = 0; k < t->ndim; k++)
+		n *= (uint64_t)t->shape[k];
+	if (b->o->device == ZS_DEVICE_CUDA && n > AG_CUDA_EMB_FAST_TOKENS)
+		b->emb_sort = 1;
+	op(b, AG_OP_EMBEDDING_BWD, g, idx, NO, de, NO, NO);
+}
+
 /* The token embedding's backward from g (its holder taken): its V·d
  * gradient, added to the tied head's held one in the table's input
  * buffer (out of place: that one is a view), then AccumulateGrad. */
 static void embedding_bwd(struct bld *b, struct model *M, T g, struct pt *emb, T held)
 {
 	T de = like(b, "embedding_dense_backward", emb->w);
-	op(b, AG_OP_EMBEDDING_BWD, g, M->ids, NO, de, NO, NO);
+	emb_dense_bwd(b, g, M->ids, de);
 	unref(b, g);
 	if (held != NO) {
 		arrive(b, &held, de);
@@ -2003,7 +2051,7 @@ static T residual_add(struct bld *b, T a, T y, int y_first)
 	 * copying y to fp32 for the kernel (made before the output, freed
 	 * after it ran) */
 	T yp = y;
-	if (b->s->tensor[y].dtype != b->s->tensor[a].dtype)
+	if (b->s->tensor[y].dtype != b->s->tensor[a].dtype && promotes_by_copy(b))
 		yp = to_dtype(b, y, b->s->tensor[a].dtype, "_to_copy (add's type promotion)");
 	T out = like(b, "add (residual)", a);
 	op(b, AG_OP_ADD, y_first ? yp : a, y_first ? a : yp, NO, out, NO, NO)->arg[0] = 1;
@@ -2430,6 +2478,20 @@ struct layer_fns {
 	void (*hold)(const struct bld *b, int i, struct ckpt_ctx *c, const void *ctx);
 };
 
+/* torch.get_rng_state(): the CPU generator's state, a uint8 tensor of
+ * 5,056 bytes on the CPU, which checkpointing takes in forward and
+ * fork_rng in the rerun. Under --torch-device cuda it is host memory (a
+ * CPU tensor: host_scalar's mark), and so are the CUDA generators' states
+ * checkpoint.py takes beside it (get_device_states -> torch.cuda
+ * .get_rng_state(), whose CUDAGeneratorImpl::get_state fills a CPU byte
+ * tensor; fork_rng's device_rng_states), left out of the list: 0 device
+ * bytes (torch/utils/checkpoint.py 2.6.0: 237, 246, 1489, 1498; 1.13.0:
+ * 81, 89, 344, 353; torch/random.py 2.6.0 fork_rng 195-196). */
+static T rng_state(struct bld *b, const char *what)
+{
+	return host_scalar(b, TMP(what, AG_U8, 5056));
+}
+
 /* Layer i's forward; checkpointed where saved != NULL (its input kept in
  * saved[i]): CheckpointFunction.forward -- ctx.fwd_cpu_state =
  * torch.get_rng_state() (the CPU generator's state, a uint8 tensor of
@@ -2445,7 +2507,7 @@ static T layer_fwd(struct bld *b, struct model *M, const struct layer_fns *f, T 
 	if ((size_t)i >= M->ckcap)
 		M->ck = grow(M->ck, &M->ckcap, (size_t)i + 1, sizeof *M->ck);
 	struct ckpt_ctx *c = &M->ck[i];
-	*c = (struct ckpt_ctx){ .rng = TMP("get_rng_state (checkpoint's fwd_cpu_state)", AG_U8, 5056), .x = NO,
+	*c = (struct ckpt_ctx){ .rng = rng_state(b, "get_rng_state (checkpoint's fwd_cpu_state)"), .x = NO,
 	                        .draws0 = b->draws, .nwn = 0 };
 	if (f->hold)
 		f->hold(b, i, c, f->ctx);
@@ -2635,7 +2697,7 @@ static T layer_bwd_nonreentrant(struct bld *b, struct model *M, const struct lay
 	uint32_t *before = zs_calloc(n0 ? n0 : 1, sizeof *before);
 	memcpy(before, b->refs, n0 * sizeof *before);
 	size_t rf = *b->n;
-	b->fork = TMP("get_rng_state (fork_rng)", AG_U8, 5056);
+	b->fork = rng_state(b, "get_rng_state (fork_rng)");
 	T fork = b->fork;
 	T x = saved[i];
 	ref(b, x); /* the call's argument (args, from the frame) */
@@ -2735,7 +2797,7 @@ static T layer_bwd(struct bld *b, struct model *M, const struct layer_fns *f, co
 		return f->bwd(b, M, i, g, f->ctx);
 	if (b->o->nonreentrant)
 		return layer_bwd_nonreentrant(b, M, f, saved, i, g);
-	T fork = TMP("get_rng_state (fork_rng)", AG_U8, 5056);
+	T fork = rng_state(b, "get_rng_state (fork_rng)");
 	const struct ag_tensor x_ = b->s->tensor[saved[i]], *x = &x_; /* a copy: the array grows */
 	T det = reshape(b, saved[i], x->ndim, x->shape);
 	b->rg[det] = 1;
@@ -2899,15 +2961,30 @@ static T gpt2_block_fwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 		T wh = TMP("where (causal mask)", dt, B * h, Tn, Tn);
 		op(b, AG_OP_WHERE, cm, aw, mv, wh, NO, NO);
 		unref(b, aw);
-		T sm = TMP("_softmax", dt, B * h, Tn, Tn);
-		op(b, AG_OP_SOFTMAX, wh, NO, NO, sm, NO, NO);
+		/* softmax(dim=-1): on CUDA under autocast in fp32, where the CPU
+		 * runs it in bf16: CUDA's fp32_set_opt_dtype list holds softmax
+		 * (autocast_mode.h's AT_FORALL_FP32_SET_OPT_DTYPE), so it is
+		 * softmax(x, -1, float32), whose SoftMax.cpp softmax() copies a
+		 * bf16 input (`input_.toType(dtype)`; Half alone takes
+		 * half_to_float) and keeps the fp32 result */
+		int sm32 = !promotes_by_copy(b) && b->o->amp != AG_F32;
+		T wh32 = sm32 ? to_dtype(b, wh, AG_F32, "_to_copy (softmax in fp32: autocast on CUDA)") : NO;
+		T sm = TMP("_softmax", sm32 ? AG_F32 : dt, B * h, Tn, Tn);
+		op(b, AG_OP_SOFTMAX, sm32 ? wh32 : wh, NO, NO, sm, NO, NO);
+		if (sm32)
+			unref(b, wh32); /* softmax's converted input goes as it returns */
 		unref(b, wh);
 		if (ka)
 			ref(b, sm); /* softmax saves its result */
+		T smt = sm;
+		if (sm32) { /* attn_weights.type(value.dtype): a bf16 copy, the name rebound to it */
+			smt = to_dtype(b, sm, dt, "_to_copy (.type(value.dtype))");
+			unref(b, sm);
+		}
 		mark(b, "fwd:h.%d.attn.attn_dropout:start", i);
-		T smd = dropout(b, sm, m->attn_pdrop, &s->drop_attn);
+		T smd = dropout(b, smt, m->attn_pdrop, &s->drop_attn);
 		mark(b, "fwd:h.%d.attn.attn_dropout:end", i);
-		unref(b, sm); /* the name `attn_weights` is rebound to the dropout's output */
+		unref(b, smt); /* the name `attn_weights` is rebound to the dropout's output */
 		/* bmm with v saves the weights and v's copy */
 		T vc = bmm_operand(b, v, "clone (matmul's copy of v)");
 		T ao = TMP("bmm (attention x v)", dt, B * h, Tn, hd);
@@ -2964,27 +3041,37 @@ static T gpt2_block_fwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 	 * its nodes keep what they keep when c_fc's output requires grad */
 	int kg = s->rfc = RG(b, fc);
 	T a = scalar_op(b, AG_OP_MUL_SCALAR, "mul (0.5 x)", fc, 0.5, nr_wrapped(b, kg ? &s->half : NULL));
-	T p3 = like(b, "pow (x^3)", fc);
-	op(b, AG_OP_POW_SCALAR, fc, NO, NO, p3, NO, NO)->arg[0] = 3;
+	/* pow: on CUDA under autocast in fp32 (CUDA's fp32 list holds
+	 * pow.Tensor_Scalar; the CPU's none): cached_cast copies the bf16 x
+	 * (no leaf: anew), PowBackward keeps that fp32 copy, and the rest of
+	 * the expression is fp32 by promotion (no copies on CUDA:
+	 * promotes_by_copy), the product with the bf16 0.5·x too */
+	T xp = fc;
+	if (!promotes_by_copy(b) && b->s->tensor[fc].dtype != AG_F32 && b->o->amp != AG_F32)
+		xp = to_dtype(b, fc, AG_F32, "_to_copy (pow in fp32: autocast on CUDA)");
+	T p3 = like(b, "pow (x^3)", xp);
+	op(b, AG_OP_POW_SCALAR, xp, NO, NO, p3, NO, NO)->arg[0] = 3;
 	if (kg)
-		ref(b, fc); /* pow saves its input */
+		ref(b, xp); /* pow saves its input */
+	if (xp != fc)
+		unref(b, xp); /* the cast's: the wrapper returns */
 	T c = scalar_op(b, AG_OP_MUL_SCALAR, "mul (0.044715 x^3)", p3, 0.044715,
 	                     nr_wrapped(b, kg ? &s->c1 : NULL));
 	unref(b, p3);
-	T sx = like(b, "add (x + 0.044715 x^3)", fc);
+	T sx = like(b, "add (x + 0.044715 x^3)", c);
 	op(b, AG_OP_ADD, fc, c, NO, sx, NO, NO)->arg[0] = 1;
 	unref(b, c);
 	T y = scalar_op(b, AG_OP_MUL_SCALAR, "mul (sqrt(2/pi) .)", sx, sqrt(2.0 / M_PI),
 	                     nr_wrapped(b, kg ? &s->c2 : NULL));
 	unref(b, sx);
-	T th = like(b, "tanh", fc);
+	T th = like(b, "tanh", y);
 	op(b, AG_OP_TANH, y, NO, NO, th, NO, NO);
 	unref(b, y);
 	T u = scalar_op(b, AG_OP_ADD_SCALAR, "add (1 + tanh)", th, 1.0, NULL);
-	T gl = like(b, "mul (gelu_new)", fc);
+	T gl = like(b, "mul (gelu_new)", u);
 	op(b, AG_OP_MUL, a, u, NO, gl, NO, NO);
 	/* tanh keeps its result, the last mul both operands */
-	s->a = a, s->t = th, s->u = u, s->xfc = fc;
+	s->a = a, s->t = th, s->u = u, s->xfc = xp;
 	if (!kg) { /* the expression's temporaries go as it ends */
 		unref(b, a);
 		unref(b, th);
@@ -3090,12 +3177,20 @@ static T gpt2_block_bwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 		unref(b, cs);
 		unref(b, dy);
 		unref(b, s->c2);
-		/* AddBackward (x + c): dsx to x's buffer and to the mul */
+		/* AddBackward (x + c): dsx to x's buffer and to the mul; an
+		 * fp32 dsx for a bf16 x (CUDA's fp32 pow) cast for x by
+		 * validate_outputs, the fp32 one the mul's alone */
+		enum ag_dtype xdt = b->s->tensor[da].dtype;
+		T acc = dsx;
+		if (b->s->tensor[dsx].dtype != xdt)
+			acc = to_dtype(b, dsx, xdt, "_to_copy (validate_outputs)");
 		cs = cast_scalar_as(b, s->c1, b->s->tensor[dsx].dtype);
 		T dp = like(b, "mul (gelu backward)", dsx);
 		op(b, AG_OP_MUL_SCALAR, dsx, NO, NO, dp, NO, NO)->arg[0] = 0.044715;
 		unref(b, cs);
 		unref(b, s->c1);
+		if (acc != dsx)
+			unref(b, dsx);
 		/* PowBackward: g · 3 · x^2 */
 		T x2p = like(b, "pow (x^2, pow backward)", s->xfc);
 		op(b, AG_OP_POW_SCALAR, s->xfc, NO, NO, x2p, NO, NO)->arg[0] = 2;
@@ -3111,8 +3206,10 @@ static T gpt2_block_bwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 		unref(b, x2p);
 		unref(b, dp);
 		unref(b, s->xfc);
+		/* the ToCopyBackward of pow's fp32 cast (CUDA), back to x's bf16 */
+		if (b->s->tensor[dxp].dtype != xdt)
+			dxp = ac_grad_back_to(b, dxp, xdt);
 		/* x's input buffer: dsx + dxp */
-		T acc = dsx;
 		arrive(b, &acc, dxp);
 		/* MulBackward (0.5 ·) */
 		cs = cast_scalar_as(b, s->half, b->s->tensor[da].dtype);
@@ -3167,8 +3264,12 @@ static T gpt2_block_bwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 		 * UnsafeViewBackward, BmmBackward, SoftmaxBackward */
 		T dvc;
 		T dwh = attn_v_bwd(b, dm, s->attw, s->sm, s->drop_attn, s->v, B, h, Tn, hd, &dvc, 0);
+		/* an fp32 softmax (autocast on CUDA): the ToCopyBackward of its
+		 * input's cast, back to the scores' bf16 */
+		enum ag_dtype dt = b->s->tensor[s->divisor].dtype;
+		if (b->s->tensor[dwh].dtype != dt)
+			dwh = ac_grad_back_to(b, dwh, dt);
 		/* WhereBackward: where(cond, grad, 0) */
-		enum ag_dtype dt = b->s->tensor[dwh].dtype;
 		T zero = tmp(b, "scalar_tensor (0)", dt, 0, NULL);
 		op(b, AG_OP_FILL, NO, NO, NO, zero, NO, NO)->arg[0] = 0;
 		T cm = gpt2_causal_view(b, M, (uint64_t)i, Tn);
@@ -3373,7 +3474,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 		mark(b, "bwd:wpe:start");
 		ds3_mark(b, "bwd", "transformer.wpe");
 		T dwpe = like(b, "embedding_dense_backward (wpe)", wpe->w);
-		op(b, AG_OP_EMBEDDING_BWD, dpe, pos2, NO, dwpe, NO, NO);
+		emb_dense_bwd(b, dpe, pos2, dwpe);
 		unref(b, dpe);
 		unref(b, pos2);
 		accumulate(b, wpe, dwpe);
@@ -4031,7 +4132,14 @@ static T lora_fwd(struct bld *b, T x, T y, int32_t k)
 	 * no copy (_cast_input_dtype returns x where the dtypes agree) */
 	T x0 = x;
 	st->xdt = b->s->tensor[x].dtype;
-	st->xcast = st->xdt != b->s->tensor[b->M->pt[st->a].w].dtype;
+	/* lora.bnb.Linear4bit converts (x here, the term below) only where
+	 * `requires_conversion = not torch.is_autocast_enabled()` (bnb.py line
+	 * 543): that asks CUDA's autocast (1.13 and 2.6 alike), True inside
+	 * torch.autocast("cuda"), so under --torch-device cuda's autocast
+	 * neither copy is made: x reaches lora_A as it is, 16-bit, and its
+	 * linear casts nothing of it */
+	int conv = !(st->bnb && b->o->device == ZS_DEVICE_CUDA && b->o->lora_amp != AG_F32);
+	st->xcast = conv && st->xdt != b->s->tensor[b->M->pt[st->a].w].dtype;
 	if (st->xcast)
 		x = to_dtype(b, x, b->s->tensor[b->M->pt[st->a].w].dtype, "_to_copy (PEFT's _cast_input_dtype)");
 	b->adapter = 1; /* lora_A's and lora_B's linears: autocast's o->lora_amp (ac_dt) */
@@ -4060,7 +4168,7 @@ static T lora_fwd(struct bld *b, T x, T y, int32_t k)
 	 * torch.autocast("cpu")) — output.to(expected_dtype), result's: an
 	 * fp32 copy of the 16-bit term before the sum (ToCopyBackward) */
 	st->odt = b->s->tensor[m].dtype;
-	st->ocast = st->bnb && st->odt != b->s->tensor[y].dtype;
+	st->ocast = conv && st->bnb && st->odt != b->s->tensor[y].dtype;
 	if (st->ocast) {
 		T m32 = to_dtype(b, m, b->s->tensor[y].dtype, "_to_copy (PEFT's output.to(expected_dtype))");
 		unref(b, m);
@@ -4500,7 +4608,7 @@ static T rms_w_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, enum 
 	T dwf = NO, dxr = NO, dw = NO;
 	if (sv->kw) {
 		T xp = sv->xr;
-		if (b->s->tensor[xp].dtype != AG_F32 && b->s->tensor[g].dtype == AG_F32)
+		if (b->s->tensor[xp].dtype != AG_F32 && b->s->tensor[g].dtype == AG_F32 && promotes_by_copy(b))
 			xp = to_dtype(b, xp, AG_F32, "_to_copy (type promotion)");
 		dwf = like(b, "mul (RMSNorm weight grad)", g);
 		op(b, AG_OP_MUL, g, xp, NO, dwf, NO, NO);
@@ -4551,10 +4659,11 @@ struct rope_saved {
 
 /* An operand of a binary op whose other operand is of dtype `to`, as
  * TensorIterator takes it: itself, or, of a lower float type than fp32,
- * a copy in fp32 for the kernel (the caller lets it go after the op). */
+ * on the CPU a copy in fp32 for the kernel (promotes_by_copy; the caller
+ * lets it go after the op). */
 static T promoted(struct bld *b, T x, enum ag_dtype to)
 {
-	if (b->s->tensor[x].dtype == to || to != AG_F32) {
+	if (b->s->tensor[x].dtype == to || to != AG_F32 || !promotes_by_copy(b)) {
 		ref(b, x);
 		return x;
 	}
@@ -8165,22 +8274,32 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * record_function's handles, 1.13; Adam's step counters, adam_state;
 	 * LayerNorm's backward without the CPU's scratch, layer_norm_bwd;
 	 * native_dropout's bool mask, dropout;
-	 * Adam's foreach default, zs_optim_impl_resolve), fp32 and eager
-	 * attention; predicted from source, not yet measured on a GPU
-	 * (tests/gpu_torch.py is that check; docs/schedule.md, "The CPU against
-	 * CUDA"). What is not described there is refused by name. */
+	 * Adam's foreach default, zs_optim_impl_resolve; checkpointing's
+	 * random states, rng_state; an embedding's sort path past 3,072
+	 * indices, emb_dense_bwd), fp32 and eager attention; bf16 autocast
+	 * for gpt2 and llama: CUDA's lists where they differ from the CPU's
+	 * (gpt2's softmax and gelu_new's pow in fp32) and no promotion copies
+	 * (promotes_by_copy); QLoRA's llama loaded in bf16 under it (PEFT's
+	 * conversions, lora_fwd's conv). Predicted from source, not yet
+	 * measured on a GPU (tests/gpu_torch.py is that check; docs/schedule.md,
+	 * "The CPU against CUDA"). What is not described there is refused by
+	 * name. */
 	if (o->device == ZS_DEVICE_CUDA) {
 		const char *no =
-			o->amp != AG_F32 || o->mdt != AG_F32
-				? "autocast or a 16-bit module (CUDA's autocast policy: fp32 softmax, layer_norm, pow and losses; "
-				  "give --precision fp32)"
+			o->load_bf16 && !(o->quant_nf4 && o->lora_r && o->lora_amp == AG_BF16 && fam == 1)
+				? "--load-dtype bf16 but QLoRA's llama under bf16 autocast (--quant-base nf4 --lora-r "
+				  "--precision amp-bf16)"
+			: o->mdt != AG_F32 && !o->load_bf16 ? "a 16-bit module (DeepSpeed's bf16; give --precision fp32)"
+			: o->amp == AG_F16 ? "float16 autocast (GradScaler(\"cuda\") and softmax's half_to_float kernel; give "
+			                     "--precision amp-bf16)"
+			: o->amp != AG_F32 && fam > 1 ? "bf16 autocast over a model that is not a gpt2 or a llama"
+			: o->amp != AG_F32 && (o->lora_r || o->quant_nf4)
+				? "bf16 autocast with --lora-r or --quant-base (PEFT's and bitsandbytes' casts under CUDA's autocast)"
+			: o->amp != AG_F32 && o->freeze && *o->freeze ? "bf16 autocast with --freeze"
+			: o->amp != AG_F32 && o->grad_accum > 1 ? "bf16 autocast with --grad-accum (give 1)"
 			: o->attn == ZS_ATTN_SDPA ? "--attn sdpa (CUDA's flash and memory-efficient kernels; give --attn eager)"
-			: o->recompute            ? "--recompute full (give --recompute none)"
 			: m->experts > 0          ? "a mixture of experts (nonzero's and the routing's CUDA scratch)"
 			: o->zero1_world          ? "ZeroRedundancyOptimizer (give --schemes dp)"
-			: o->batch * o->seq > AG_CUDA_EMB_FAST_TOKENS
-				? "more than 3,072 tokens a step (embedding_dense_backward_cuda's sort path and its scratch; give "
-				  "--batch x --seq up to 3,072)"
 				: NULL;
 		if (no)
 			return refuse(cause, "--torch-device cuda: the PyTorch step with %s is not described yet (or give "
@@ -8384,6 +8503,12 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	free(b->pt_of);
 	names_free(b->tensors);
 	names_free(b->modules);
+	if (b->emb_sort) {
+		ag_step_free(s);
+		return refuse(cause, "--torch-device cuda: the PyTorch step with more than 3,072 tokens a step into a "
+		              "trained embedding (embedding_dense_backward_cuda's sort path and its scratch) is not "
+		              "described yet (give --batch x --seq up to 3,072, or --torch-device cpu)");
+	}
 	if (b->unsupported) {
 		ag_step_free(s);
 		if (!adapted)

@@ -140,7 +140,8 @@ struct ag_tensor {
 	                            * lora_B: a case's "lora" side file's order); else 0 */
 };
 
-/* The most tokens (batch x seq) whose embedding backward takes CUDA's
+/* The most indices (batch x seq for the token table) whose embedding
+ * backward (a trained table's alone: util/autograd.c emb_dense_bwd) takes CUDA's
  * feature kernel, which makes nothing but the zeros(V, d) gradient the CPU
  * makes too (aten/src/ATen/native/cuda/Embedding.cu,
  * embedding_dense_backward_cuda: `if (num_indices <= 3072 &&
