@@ -8102,7 +8102,11 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		/* non-reentrant (layer_bwd_nonreentrant; 2.x's early stop from
 		 * the layer's saved set, ckpt_early_stop): every dense family in
 		 * fp32 or bf16 autocast, eager, on the plain loop, DDP and FSDP,
-		 * against 1.13's and 2.6's allocators (tests/hf_torch.sh) */
+		 * against 1.13's and 2.6's allocators (tests/hf_torch.sh); with
+		 * --grad-accum and ZeroRedundancyOptimizer (ft_zero1.sh), and
+		 * --lora-r on the plain loop and DDP (the adapters' numbers:
+		 * lora_wk; tests/ft_lora.sh "non-reentrant:"), the bf16-loaded
+		 * QLoRA and TRL's bf16 adapters too (2.6) */
 		int nr = o->nonreentrant;
 		const char *no = o->fsdp_unit_marks ? "--lora-r under --wrapper fsdp (give --wrapper none or ddp)"
 		                 : nr && m->experts > 0 ? "--recompute-impl non-reentrant with a mixture of experts"
