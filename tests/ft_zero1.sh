@@ -19,7 +19,10 @@
 # LoRA all-linear dropout 0.1 K = 3 with it. Under autocast (--precision
 # amp-bf16, ft_torch.py --amp bf16: each micro-step's forward in
 # torch.autocast): llama LoRA K = 2 with no_sync and gpt2 with frozen
-# embeddings at N = 2, gpt2 K = 2 without no_sync at N = 3.
+# embeddings at N = 2, gpt2 K = 2 without no_sync at N = 3. Checkpointed
+# without reentrance (s52, refused before: --recompute-impl non-reentrant,
+# ft_torch.py's too): llama LoRA K = 2 with no_sync (1.13), gpt2 with frozen
+# embeddings K = 2 (2.6).
 # Then the losses: zerosim's run written as a case (measure --write-case)
 # trained by tests/ft_torch.py --case --zero1, each step's loss within 1e-5
 # relative.
