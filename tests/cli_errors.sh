@@ -229,7 +229,7 @@ spec sp-trunc '{"format": "zerosim-sweep/1", "layers": [64, 256'
 spec sp-empty ''
 spec sp-array '[1, 2, 3]'
 spec sp-noformat '{"layers": [4, 8, 4]}'
-spec sp-format '{"format": "zerosim-sweep/5"}'
+spec sp-format '{"format": "zerosim-sweep/6"}'
 spec sp-format-case '{"format": "zerosim-case/1"}'
 spec sp-steps-str '{"format": "zerosim-sweep/1", "steps": "three"}'
 spec sp-world-str '{"format": "zerosim-sweep/1", "world": "one"}'
@@ -262,12 +262,12 @@ bad_measure "$tmp/sp-empty.json: not valid JSON (near byte 1)" --spec "$tmp/sp-e
 bad_theory "$tmp/sp-empty.json: not valid JSON (near byte 1)" --spec "$tmp/sp-empty.json"
 bad_measure "$tmp/sp-array.json: not a zerosim file (the top level is not a JSON object)" --spec "$tmp/sp-array.json"
 bad_theory "$tmp/sp-array.json: not a zerosim file (the top level is not a JSON object)" --spec "$tmp/sp-array.json"
-bad_measure "$tmp/sp-noformat.json: this file has no \"format\" string, this zerosim reads zerosim-sweep/4 or zerosim-sweep/3 or zerosim-sweep/2 or zerosim-sweep/1" --spec "$tmp/sp-noformat.json"
-bad_theory "$tmp/sp-noformat.json: this file has no \"format\" string, this zerosim reads zerosim-sweep/4 or zerosim-sweep/3 or zerosim-sweep/2 or zerosim-sweep/1" --spec "$tmp/sp-noformat.json"
-bad_measure "$tmp/sp-format.json: this file is format zerosim-sweep/5, this zerosim reads zerosim-sweep/4 or zerosim-sweep/3 or zerosim-sweep/2 or zerosim-sweep/1" --spec "$tmp/sp-format.json"
-bad_theory "$tmp/sp-format.json: this file is format zerosim-sweep/5, this zerosim reads zerosim-sweep/4 or zerosim-sweep/3 or zerosim-sweep/2 or zerosim-sweep/1" --spec "$tmp/sp-format.json"
-bad_measure "$tmp/sp-format-case.json: this file is format zerosim-case/1, this zerosim reads zerosim-sweep/4 or zerosim-sweep/3 or zerosim-sweep/2 or zerosim-sweep/1" --spec "$tmp/sp-format-case.json"
-bad_theory "$tmp/sp-format-case.json: this file is format zerosim-case/1, this zerosim reads zerosim-sweep/4 or zerosim-sweep/3 or zerosim-sweep/2 or zerosim-sweep/1" --spec "$tmp/sp-format-case.json"
+bad_measure "$tmp/sp-noformat.json: this file has no \"format\" string, this zerosim reads zerosim-sweep/5 or zerosim-sweep/4 or zerosim-sweep/3 or zerosim-sweep/2 or zerosim-sweep/1" --spec "$tmp/sp-noformat.json"
+bad_theory "$tmp/sp-noformat.json: this file has no \"format\" string, this zerosim reads zerosim-sweep/5 or zerosim-sweep/4 or zerosim-sweep/3 or zerosim-sweep/2 or zerosim-sweep/1" --spec "$tmp/sp-noformat.json"
+bad_measure "$tmp/sp-format.json: this file is format zerosim-sweep/6, this zerosim reads zerosim-sweep/5 or zerosim-sweep/4 or zerosim-sweep/3 or zerosim-sweep/2 or zerosim-sweep/1" --spec "$tmp/sp-format.json"
+bad_theory "$tmp/sp-format.json: this file is format zerosim-sweep/6, this zerosim reads zerosim-sweep/5 or zerosim-sweep/4 or zerosim-sweep/3 or zerosim-sweep/2 or zerosim-sweep/1" --spec "$tmp/sp-format.json"
+bad_measure "$tmp/sp-format-case.json: this file is format zerosim-case/1, this zerosim reads zerosim-sweep/5 or zerosim-sweep/4 or zerosim-sweep/3 or zerosim-sweep/2 or zerosim-sweep/1" --spec "$tmp/sp-format-case.json"
+bad_theory "$tmp/sp-format-case.json: this file is format zerosim-case/1, this zerosim reads zerosim-sweep/5 or zerosim-sweep/4 or zerosim-sweep/3 or zerosim-sweep/2 or zerosim-sweep/1" --spec "$tmp/sp-format-case.json"
 # A setting that the spec gave, not the command line, is named by the
 # file and its key where a check refuses it (the message once said
 # "--freeze", an option the user never typed); given on the command line
@@ -321,7 +321,7 @@ bad_measure "$tmp/sp-nul.json: not JSON (it contains a NUL byte)" --spec "$tmp/s
 bad_theory "$tmp/sp-nul.json: not JSON (it contains a NUL byte)" --spec "$tmp/sp-nul.json"
 bad_measure "$tmp/sp-dir.json: is a directory" --spec "$tmp/sp-dir.json"
 bad_theory "$tmp/sp-dir.json: is a directory" --spec "$tmp/sp-dir.json"
-try 2 "$tmp/sp-format.json: this file is format zerosim-sweep/5, this zerosim reads zerosim-sweep/4 or zerosim-sweep/3 or zerosim-sweep/2 or zerosim-sweep/1" measure -q --spec "$tmp/sp-format.json"
+try 2 "$tmp/sp-format.json: this file is format zerosim-sweep/6, this zerosim reads zerosim-sweep/5 or zerosim-sweep/4 or zerosim-sweep/3 or zerosim-sweep/2 or zerosim-sweep/1" measure -q --spec "$tmp/sp-format.json"
 
 # ---------------------------------------------------------------------------
 # Case files. The valid one is docs/formats.md's example; each broken one

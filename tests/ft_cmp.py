@@ -100,14 +100,17 @@ for r in runs:
 extra = ""
 if lora:
     p, n = d["persistent"], len(d["lora"]["targets"])
-    # Adam's state is a step counter (4 B) per trainable adapter tensor:
+    # Adam's state is a step counter (4 B) per trainable adapter tensor
+    # beside exp_avg and exp_avg_sq in the adapters' dtype (bf16 under
+    # --lora-dtype bf16, TRL's cast; fp32 else):
     # lora_A and lora_B of each of the n adapted layers, less the adapters
     # --freeze froze (the reference's frozen_names: they get no state, no
     # grad); and --freeze over PEFT's model freezes adapters alone, at
     # least one and not all (tests/ft_torch.py freeze_names)
     adapters = {f"{t}.lora_{ab}.default.weight" for t in d["lora"]["targets"] for ab in "AB"}
     frozen_adapters = adapters & set(d.get("frozen_names") or [])
-    steps = (p["adam_trainable"] - 8 * d["trainable"]) / 4
+    esz = 2 if d["lora"].get("dtype") == "bf16" else 4
+    steps = (p["adam_trainable"] - 2 * esz * d["trainable"]) / 4
     if steps != 2 * n - len(frozen_adapters) or p["grads_frozen"] or \
             bool(d.get("freeze")) != bool(frozen_adapters) or len(frozen_adapters) == 2 * n:
         bad.append(f"the reference's trainable set is not the adapters' less the {len(frozen_adapters)} frozen: "

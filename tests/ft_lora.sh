@@ -46,6 +46,17 @@
 # reentrant; DDP N = 2 too): QLoRA's bf16 recipe (docs/finetune.md,
 # "QLoRA loaded in bf16 under autocast, and checkpointed"; about 10 s of
 # CPU for those five).
+# Its "non-reentrant:" rows (s52, and 1.13's): --recompute full
+# --recompute-impl non-reentrant on both sides (ft_torch.py's
+# --recompute-impl: checkpoint(use_reentrant=False), what TRL's
+# SFTTrainer passes; docs/finetune.md, "Non-reentrant checkpointing with
+# LoRA"): the plain loop and DDP, fp32 and autocast, K = 2, and under 2.6
+# QLoRA's bf16-loaded recipe. Its "bf16 adapters:" rows (s52): TRL's
+# SFTTrainer's cast (--lora-dtype bf16 on both sides: ft_torch.py casts
+# every trainable parameter's data to bf16 after wrapping, as
+# sft_trainer.py lines 1127-1130 do), the plain loop, under autocast,
+# non-reentrant checkpointing and DDP N = 2 (its bucket bf16): TRL's
+# recipe (docs/finetune.md, "TRL's bf16 adapters").
 # Its "sdpa:" rows (s49): transformers' SDPA on both sides (ft_torch.py
 # --attn sdpa, zerosim --attn sdpa; docs/schedule.md, "Fine-tuning under
 # SDPA"): gpt2's flash kernel over the adapted c_attn, llama's math path
@@ -121,6 +132,14 @@ refuse() { # WHAT TEXT MODEL ARGS...: zerosim theory must refuse with one line n
 	refuse "--freeze with LoRA naming no adapter" "its term 'embeddings' matches no adapter of" gpt2 $plain \
 		--lora-r 4 --freeze blocks:0-0,embeddings
 	refuse "--lora-r 0" "is not a rank" gpt2 $plain --lora-r 0
+	refuse "--lora-dtype bf16 without --load-dtype bf16" "--lora-dtype bf16: only with --load-dtype bf16" gpt2 $plain \
+		--lora-r 4 --lora-dtype bf16
+	refuse "--lora-dtype without --lora-r" "--lora-dtype: only with --lora-r" gpt2 $plain --lora-dtype fp32
+	refuse "--lora-dtype bf16 under FSDP" "--lora-dtype bf16 under --wrapper fsdp: not described yet" llama \
+		--world 2 --schemes zero3 --framework torch --wrapper fsdp --torch-version 2.6 --torch-device cpu \
+		--attn eager --lora-r 4 --quant-base nf4 --load-dtype bf16 --lora-dtype bf16
+	refuse "--lora-dtype: a bad value" "--lora-dtype: 'fp16' is not one of fp32, bf16" gpt2 $plain --lora-r 4 \
+		--lora-dtype fp16
 	refuse "LoRA under FSDP with --recompute full" "gradient checkpointing with --lora-r under --wrapper fsdp" gpt2 \
 		--world 2 --schemes zero3 --framework torch --wrapper fsdp --torch-version 1.13 --torch-device cpu \
 		--attn eager --lora-r 4 --recompute full
@@ -303,6 +322,17 @@ checkpointed: gpt2, all-linear, dropout 0.1 (the rerun's masks the forward's), z
 checkpointed: DDP N = 2, llama q_proj + v_proj, dropout 0.2, K = 2, no_sync, set_to_none;llama;none;2;2;on;--lora-r 4 --lora-dropout 0.2 --recompute full
 checkpointed: autocast: llama, all-linear, zeros;llama;zeros;1;1;-;--lora-r 4 --lora-targets all-linear --recompute full
 checkpointed: autocast: gpt2, all-linear, dropout 0.1, set_to_none;gpt2;none;1;1;-;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1 --recompute full
+non-reentrant: gpt2, all-linear, dropout 0.1, zeros;gpt2;zeros;1;1;-;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1 --recompute full --recompute-impl non-reentrant
+non-reentrant: llama, all-linear r = 8, K = 2, set_to_none;llama;none;2;1;-;--lora-r 8 --lora-targets all-linear --recompute full --recompute-impl non-reentrant
+non-reentrant: autocast: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, set_to_none;llama;none;2;2;on;--lora-r 4 --recompute full --recompute-impl non-reentrant
+2.6: non-reentrant: llama, all-linear r = 8, K = 2 (down_proj's adapter: its MulBackward0 before the rerun, the early stop before the rerun's number);llama;none;2;1;-;--lora-r 8 --lora-targets all-linear --recompute full --recompute-impl non-reentrant
+2.6: non-reentrant: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, zeros (each adapter's number kept by the forward's node);llama;zeros;2;2;on;--lora-r 4 --recompute full --recompute-impl non-reentrant
+2.6: non-reentrant: autocast: gpt2, all-linear, dropout 0.1, set_to_none;gpt2;none;1;1;-;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1 --recompute full --recompute-impl non-reentrant
+2.6: non-reentrant: autocast: QLoRA loaded in bf16: llama, all-linear, K = 2 (TRL's checkpointing, PEFT's fp32 adapters);llama;none;2;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4 --load-dtype bf16 --recompute full --recompute-impl non-reentrant
+2.6: bf16 adapters: QLoRA loaded in bf16: llama, default targets, zeros (TRL's cast: the adapters, their grads and Adam state bf16);llama;zeros;1;1;-;--lora-r 4 --quant-base nf4 --load-dtype bf16 --lora-dtype bf16
+2.6: bf16 adapters: autocast: QLoRA loaded in bf16: llama, all-linear, double quant, K = 2 (autocast casts nothing);llama;none;2;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --load-dtype bf16 --lora-dtype bf16
+2.6: bf16 adapters: non-reentrant: autocast: QLoRA loaded in bf16: llama, all-linear, K = 2 (TRL's recipe);llama;none;2;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4 --load-dtype bf16 --lora-dtype bf16 --recompute full --recompute-impl non-reentrant
+2.6: bf16 adapters: non-reentrant: autocast: DDP N = 2, QLoRA loaded in bf16: llama q_proj + v_proj, K = 2, no_sync, zeros (a bf16 bucket);llama;zeros;2;2;on;--lora-r 4 --quant-base nf4 --load-dtype bf16 --lora-dtype bf16 --recompute full --recompute-impl non-reentrant
 plain loop, llama q_proj + v_proj, K = 2, set_to_none;llama;none;2;1;-;--lora-r 4
 frozen adapters: gpt2 c_attn, block 0's (--freeze blocks:0-0), zeros;gpt2;zeros;1;1;-;--lora-r 4 --freeze blocks:0-0
 frozen adapters: llama q_proj + v_proj, block 1's, K = 2, set_to_none;llama;none;2;1;-;--lora-r 4 --freeze blocks:1-1

@@ -148,9 +148,6 @@ refuse "--load-dtype bf16 under DeepSpeed" "--load-dtype bf16 under --framework 
 	--lora-r 4 --quant-base nf4 --load-dtype bf16 --framework deepspeed --wrapper deepspeed --world 2 --schemes zero1
 refuse "--load-dtype bf16 under float16 autocast" "--load-dtype bf16 with --precision amp-fp16: not described yet" \
 	--lora-r 4 --quant-base nf4 --load-dtype bf16 --precision amp-fp16
-# (TRL's SFTTrainer checkpoints with use_reentrant=False: not with LoRA yet)
-refuse "--load-dtype bf16, non-reentrant checkpointing" "non-reentrant with --lora-r is not described yet" \
-	--lora-r 4 --quant-base nf4 --load-dtype bf16 --precision amp-bf16 --recompute full --recompute-impl non-reentrant
 rm=gpt2
 refuse "--load-dtype bf16 over gpt2" "--load-dtype bf16 with a model that is not a llama" --lora-r 4 \
 	--quant-base nf4 --load-dtype bf16

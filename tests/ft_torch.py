@@ -142,6 +142,11 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 # LoRA, as PEFT v0.20.0 writes it for nn.Linear (peft/tuners/lora/layer.py)
 
 
+def bits(p):
+    """p's bytes as a tensor numpy takes (a bf16 one, --lora-dtype bf16, as int16)."""
+    return p.detach().view(torch.int16) if p.dtype == torch.bfloat16 else p.detach()
+
+
 class LoraLinear(nn.Module):
     """peft/tuners/lora/layer.py at v0.20.0 (huggingface/peft tag v0.20.0):
     LoraLayer.update_layer: lora_dropout nn.Dropout(p) when p > 0, else
@@ -801,6 +806,13 @@ def run(a, rank=0, world=1):
             for n, p in model.named_parameters():
                 if freeze_matches(a.freeze, family, cfg, hf_name(family, n)):
                     p.requires_grad_(False)
+        if a.lora_dtype == "bf16":
+            # TRL v1.9.0's SFTTrainer over a quantized model (trl/trainer/sft_trainer.py lines 1127-1130,
+            # "to follow the recommendations from the original paper"): every trainable parameter's data
+            # cast to bf16, after get_peft_model and before the optimizer is made
+            for p in model.parameters():
+                if p.requires_grad:
+                    p.data = p.data.to(torch.bfloat16)
         H.input_require_grads(model)
         H.install_hooks(model, set(model.units))
         # the loops' last parameter (lm_head.weight) would stay referenced
@@ -867,7 +879,11 @@ def run(a, rank=0, world=1):
                     plain_mark(f"fwd_end:{step}:{k}")
                     H.mark("phase:backward")
                     H.set_ctx("backward", "loss")
-                    loss.backward()
+                    H.IN_BACKWARD[0] = True  # (a non-reentrant checkpoint's rerun: its "refwd:" marks)
+                    try:
+                        loss.backward()
+                    finally:
+                        H.IN_BACKWARD[0] = False
                 suffix[0] = None
                 total += float(loss)
                 if k < K - 1:
@@ -939,7 +955,7 @@ def run(a, rank=0, world=1):
                grad_accum=K, world=world, no_sync=bool(a.no_sync) if world > 1 else None, steps=S,
                optimizer_impl=a.optimizer_impl, zero_grad="none" if zero_none else "zeros", dropout=a.dropout, amp=a.amp, attn=a.attn,
                freeze=a.freeze, quant_base=a.quant_base, double_quant=a.double_quant, quant_storage=a.quant_storage, lora=dict(r=a.lora_r, alpha=a.lora_alpha, dropout=a.lora_dropout,
-                                          targets=adapted) if a.lora_r else None,
+                                          targets=adapted, dtype=a.lora_dtype) if a.lora_r else None,
                params=n_all, trainable=n_train,
                frozen_names=sorted(hf_name(family, n) for n in frozen),
                between_steps=[steps[s]["start_bytes"] for s in range(2, S + 1)] + [between],
@@ -978,7 +994,7 @@ def run(a, rank=0, world=1):
         # rank ends with rank 0's trained parameters, gathered after the
         # profiled loop (no byte of it is measured)
         import hashlib
-        mine = (losses, hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in trainable)).hexdigest())
+        mine = (losses, hashlib.sha256(b"".join(bits(p).numpy().tobytes() for p in trainable)).hexdigest())
         every = [None] * world
         dist.all_gather_object(every, mine)
         out["rank_losses"] = [e[0] for e in every]
@@ -1097,11 +1113,17 @@ def main():
                     help="with --quant-base nf4: bf16 is QLoRA's bf16 recipe, the model built under the bf16 "
                          "default dtype (from_pretrained(torch_dtype=torch.bfloat16)), each 4-bit layer quantized "
                          "from its bf16 weight (dequantized into bf16), compute dtype bf16, the adapters fp32")
+    ap.add_argument("--lora-dtype", choices=["fp32", "bf16"], default="fp32",
+                    help="with --load-dtype bf16: bf16 is TRL's SFTTrainer's cast of a quantized model's trainable "
+                         "parameters (the adapters, so their gradients and Adam state) to bf16")
     ap.add_argument("--double-quant", choices=["on", "off"], default=None,
                     help="with --quant-base nf4: compress_statistics (zerosim's spelling)")
     ap.add_argument("--recompute", choices=["none", "full"], default="none",
                     help="full: Hugging Face's gradient checkpointing (hf_torch.py's --recompute, its "
                          "input_require_grads hook included)")
+    ap.add_argument("--recompute-impl", choices=["reentrant", "non-reentrant"], default="reentrant",
+                    help="--recompute full's checkpoint: use_reentrant=True (reentrant, transformers' default) "
+                         "or False (TRL's SFTTrainer; hf_torch.py's --recompute-impl)")
     ap.add_argument("--case", help="a transformer's zerosim-case/2 (measure --write-case): its weights, "
                     "tokens and Adam settings (the losses compare; the bytes are not the loop's)")
     ap.add_argument("--table", action="store_true")
@@ -1131,6 +1153,8 @@ def main():
         ap.error("--attn sdpa: PyTorch 1.13 has no scaled_dot_product_attention")
     if a.load_dtype == "bf16" and (a.quant_base != "nf4" or a.case):
         ap.error("--load-dtype bf16: only with --quant-base nf4, no --case")
+    if a.lora_dtype == "bf16" and a.load_dtype != "bf16":
+        ap.error("--lora-dtype bf16: only with --load-dtype bf16 (TRL's cast over a bf16-loaded QLoRA)")
     if a.quant_storage and a.quant_base != "nf4":
         ap.error("--quant-storage: only with --quant-base nf4")
     # (under --fsdp the model's dtype, as PEFT's examples/sft/utils.py

@@ -19,7 +19,10 @@
 # LoRA all-linear dropout 0.1 K = 3 with it. Under autocast (--precision
 # amp-bf16, ft_torch.py --amp bf16: each micro-step's forward in
 # torch.autocast): llama LoRA K = 2 with no_sync and gpt2 with frozen
-# embeddings at N = 2, gpt2 K = 2 without no_sync at N = 3.
+# embeddings at N = 2, gpt2 K = 2 without no_sync at N = 3. Checkpointed
+# without reentrance (s52, refused before: --recompute-impl non-reentrant,
+# ft_torch.py's too): llama LoRA K = 2 with no_sync (1.13), gpt2 with frozen
+# embeddings K = 2 (2.6).
 # Then the losses: zerosim's run written as a case (measure --write-case)
 # trained by tests/ft_torch.py --case --zero1, each step's loss within 1e-5
 # relative.
@@ -59,6 +62,8 @@ checkpointed: gpt2, frozen embeddings, K = 2, no_sync, zeros;gpt2;zeros;2;2;on;f
 checkpointed: llama LoRA q_proj + v_proj r 4, set_to_none;llama;none;1;2;-;fp32;--lora-r 4 --recompute full
 checkpointed: N = 3, llama, K = 2, without no_sync, zeros;llama;zeros;2;3;off;fp32;--recompute full
 checkpointed: autocast: gpt2, frozen embeddings, set_to_none;gpt2;none;1;2;-;amp-bf16;--freeze embeddings --recompute full
+non-reentrant: llama LoRA q_proj + v_proj r 4, K = 2, no_sync, set_to_none;llama;none;2;2;on;fp32;--lora-r 4 --recompute full --recompute-impl non-reentrant
+2.6: non-reentrant: gpt2, frozen embeddings, K = 2, no_sync, zeros;gpt2;zeros;2;2;on;fp32;--freeze embeddings --recompute full --recompute-impl non-reentrant
 2.6: llama LoRA q_proj + v_proj r 4, K = 2, no_sync, set_to_none;llama;none;2;2;on;fp32;--lora-r 4
 2.6: gpt2, all-but-last:1, K = 2, without no_sync, zeros;gpt2;zeros;2;2;off;fp32;--freeze all-but-last:1
 CASES

@@ -3,7 +3,8 @@
 # sweep spec (issue #23: "new options are keys of the sweep spec ... one
 # version bump"): zerosim-sweep/4's lora-r, lora-alpha, lora-dropout,
 # lora-targets, quant-base, double-quant and load-dtype (docs/formats.md);
-# and FSDP's fsdp-orig-params (s51), /4's too.
+# and FSDP's fsdp-orig-params (s51), /4's too; zerosim-sweep/5's
+# lora-dtype (s52).
 #
 # 1. A spec with the keys gives the same measured.json and theory.json, byte
 #    for byte, as the options of those names: tiny llama and gpt2 under the
@@ -45,7 +46,7 @@ same() {
 	shift 4
 	opts=$1
 	shift
-	spec 4 "$keys"
+	spec "$sv" "$keys"
 	for cmd in measure theory; do
 		# shellcheck disable=SC2086
 		"$zerosim" $cmd --model "$tmp/$model.json" $plain --spec "$tmp/spec.json" -o "$tmp/a.json" 2>"$tmp/err" &&
@@ -76,7 +77,7 @@ same() {
 
 # the run each same() row is told apart from: LoRA with PEFT's defaults
 # (the quant rows), or (base=) no LoRA at all
-base=
+base= sv=4
 same "LoRA: r, alpha, dropout, targets as an array" llama \
 	'"lora-r": 4, "lora-alpha": 16, "lora-dropout": 0.05, "lora-targets": ["q_proj", "v_proj", "up_proj"]' -- \
 	"--lora-r 4 --lora-alpha 16 --lora-dropout 0.05 --lora-targets q_proj,v_proj,up_proj" \
@@ -92,6 +93,12 @@ same "QLoRA: nf4, double-quant off" llama '"lora-r": 4, "quant-base": "nf4", "do
 	"--lora-r 4 --quant-base nf4 --double-quant off" 'quant_base="nf4"' double_quant=false
 same "QLoRA loaded in bf16" llama '"lora-r": 4, "quant-base": "nf4", "load-dtype": "bf16"' -- \
 	"--lora-r 4 --quant-base nf4 --load-dtype bf16" 'load_dtype="bf16"'
+# (s52: zerosim-sweep/5's one key, TRL's bf16 adapters)
+sv=5
+same "TRL's bf16 adapters over QLoRA loaded in bf16" llama \
+	'"lora-r": 4, "quant-base": "nf4", "load-dtype": "bf16", "lora-dtype": "bf16"' -- \
+	"--lora-r 4 --quant-base nf4 --load-dtype bf16 --lora-dtype bf16" 'lora_dtype="bf16"'
+sv=4
 # other runs than the plain loop: the spec names them too
 plain="$torch --schemes dp --world 2 --wrapper ddp"
 same "LoRA under DDP, N = 2, all the /4 keys of a QLoRA run" llama \
@@ -158,13 +165,15 @@ refuse() { # WHAT TEXT CMD ARGS...: CMD refuses with one line holding TEXT, exit
 	fi
 }
 S=$tmp/spec.json
-bad() { # WHAT KEYS TEXT: a /4 spec of KEYS refused by measure and theory
-	spec 4 "$2"
+bad() { # WHAT KEYS TEXT: a /5 spec of KEYS refused by measure and theory
+	spec 5 "$2"
 	for cmd in measure theory; do
 		refuse "$1" "$S: $3" $cmd --spec "$S"
 	done
 }
 bad "fsdp-orig-params yes" '"fsdp-orig-params": "yes"' "\"fsdp-orig-params\": 'yes' is not one of on, off"
+bad "lora-dtype fp16" '"lora-r": 4, "quant-base": "nf4", "load-dtype": "bf16", "lora-dtype": "fp16"' \
+	"\"lora-dtype\": 'fp16' is not one of fp32, bf16"
 bad "lora-r 0" '"lora-r": 0' "\"lora-r\": '0' is not a rank (1..65536)"
 bad "lora-r 2.5" '"lora-r": 2.5' "\"lora-r\": '2.5' is not a rank (1..65536)"
 bad "lora-r a string" '"lora-r": "4"' '"lora-r" is not a number'
@@ -189,6 +198,8 @@ spec 4 '"quant-base": "nf4"'
 refuse "quant-base without lora-r" "$S's \"quant-base\" nf4: only with --lora-r" theory --spec "$S"
 spec 4 '"lora-r": 4, "double-quant": "on"'
 refuse "double-quant without quant-base" "$S's \"double-quant\": only with --quant-base nf4" measure --spec "$S"
+spec 5 '"lora-r": 4, "lora-dtype": "bf16"'
+refuse "lora-dtype without load-dtype" "$S's \"lora-dtype\" bf16: only with --load-dtype bf16" theory --spec "$S"
 spec 4 '"lora-r": 4, "load-dtype": "bf16"'
 refuse "load-dtype without quant-base" "$S's \"load-dtype\" bf16: only with --quant-base nf4" theory --spec "$S"
 # a key the file gives beside an option the command line gives: each as typed
@@ -196,7 +207,11 @@ spec 4 '"lora-r": 4, "quant-base": "nf4", "load-dtype": "bf16"'
 refuse "load-dtype with dropout" "$S's \"load-dtype\" bf16 with --lora-dropout (give 0) is not described yet" \
 	theory --spec "$S" --lora-dropout 0.1
 
-# 4. Older versions have none of /4's keys.
+# 4. Older versions have none of /4's keys, nor /5's.
+spec 4 '"lora-r": 4, "quant-base": "nf4", "load-dtype": "bf16", "lora-dtype": "bf16"'
+refuse "lora-dtype in a /4 spec" \
+	"$S: \"lora-dtype\" is a key of zerosim-sweep/5, not of this zerosim-sweep/4 file (give \"format\": \"zerosim-sweep/5\")" \
+	theory --spec "$S"
 for kv in '"lora-r": 4' '"lora-alpha": 16' '"lora-dropout": 0.1' '"lora-targets": "all-linear"' \
 	'"quant-base": "nf4"' '"double-quant": "on"' '"load-dtype": "bf16"' '"fsdp-orig-params": "on"'; do
 	k=${kv%%:*}

@@ -292,6 +292,29 @@ done
 expect 0 $bf --torch-device cuda --seq 8192 --batch 1
 grep -q 'micro-batch 1 fits up to 6001 tokens' "$tmp/out" ||
 	fail "the bf16 recipe under cuda at 8,192 tokens: no 6,001-token advice: $(grep -i 'fits up to' "$tmp/out")"
+# TRL's recipe (s52; docs/finetune.md, "TRL's bf16 adapters, and
+# non-reentrant checkpointing with LoRA"): --lora-dtype bf16 makes the
+# adapters' values and Adam's m and v 2 bytes each (lora * 6 by hand, not
+# 12), and with non-reentrant checkpointing micro-batch 2 fits at 4,096
+# tokens (23.92 GB), where PEFT's fp32 adapters under reentrant
+# checkpointing fit 1 (24.44 at 2: the row above's recipe)
+trl="--lora-dtype bf16 --recompute-impl non-reentrant"
+hand=$((n4 / 2 + n4 / 64 * 4 + 224 * 16 * 4 + (2 * 128256 * 4096 + 65 * 4096) * 2 + 64 * 4 + lora * 6 +
+	448 * 4 + 2 * 512 * 1 * 8))
+for run in "$trl --seq 512 --batch 1" "$trl --seq 4096 --batch 2" "--seq 4096 --batch 2"; do
+	# shellcheck disable=SC2086
+	expect 0 $bf --torch-device cpu $run --format json
+	command -v python3 >/dev/null 2>&1 || continue
+	python3 - "$tmp/out" $hand "$run" <<'PY' || fail "TRL's recipe: $run"
+import json, sys
+s = json.load(open(sys.argv[1]))["rows"][0]["schedule"]
+want, run = int(sys.argv[2]), sys.argv[3]
+if "512" in run:
+    assert s["resident_bytes"] == want, (s["resident_bytes"], "by hand", want)
+else:
+    assert (s["peak_bytes"] <= 24e9) == ("lora-dtype" in run), ("peak", s["peak_bytes"], run)
+PY
+done
 # --wrapper none is one process: N = 1 where --world is not given, and
 # fp32 where --precision is not (the PyTorch step refuses mixed, the
 # theory's default elsewhere); the same text as with both given

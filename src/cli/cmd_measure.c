@@ -89,7 +89,7 @@ static void usage(FILE *f)
 	      "                         from the device's\n"
 	      "      --ranks-per-node R with --offload: host bytes per node (1)\n"
 	      ZS_HELP_TORCH_STEP
-	      "      --spec FILE        read the options above from a zerosim-sweep/4 file;\n"
+	      "      --spec FILE        read the options above from a zerosim-sweep/5 file;\n"
 	      "                         options on the command line override it\n"
 	      "      --model NAME|ORG/NAME|FILE\n"
 	      "                         train a transformer instead: a shipped config (gpt2,\n"

@@ -138,7 +138,7 @@ ZS_HELP_TORCH_STEP
 "      --seed, --lr, --beta1, --beta2, --eps\n"
 "                         ignored but by --routing FILE, whose run's they\n"
 "                         must be (the theory needs none)\n"
-"      --spec FILE        read a zerosim-sweep/4 file; options override it\n"
+"      --spec FILE        read a zerosim-sweep/5 file; options override it\n"
 "\n"
 "A transformer (a Hugging Face config.json):\n"
 "      --model NAME|ORG/NAME|FILE\n"

@@ -69,7 +69,7 @@ struct zs_opt {
 	{"lora-r", 0, 1, ZS_OPT_CONFIG, NULL}, {"lora-alpha", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"lora-dropout", 0, 1, ZS_OPT_CONFIG, NULL}, {"lora-targets", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"quant-base", 0, 1, ZS_OPT_CONFIG, NULL}, {"double-quant", 0, 1, ZS_OPT_CONFIG, NULL}, \
-	{"load-dtype", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"load-dtype", 0, 1, ZS_OPT_CONFIG, NULL}, {"lora-dtype", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"spec", 0, ZS_OPT_FILE, ZS_OPT_SPEC, NULL}
 
 /* --help's lines for the PyTorch step's options (--torch-version through
@@ -216,7 +216,12 @@ struct zs_opt {
 	"                         --wrapper none, ddp (dp) or fsdp, whose units\n" \
 	"                         flatten the codes as bf16 elements; --precision\n" \
 	"                         fp32, no autocast, or amp-bf16, where only the\n" \
-	"                         adapters' linears cast; --recompute full)\n"
+	"                         adapters' linears cast; --recompute full)\n" \
+	"      --lora-dtype D     the adapters' dtype, fp32 (default: PEFT's) or bf16\n" \
+	"                         (with --load-dtype bf16: TRL's SFTTrainer's cast of\n" \
+	"                         a quantized model's trainable parameters; their\n" \
+	"                         gradients and Adam state bf16; --wrapper none or\n" \
+	"                         ddp)\n"
 
 /* Every command has these. */
 #define ZS_OPTS_STANDARD \

@@ -299,7 +299,11 @@ static void cut(struct ag_pass *p, const uint32_t *ready, const size_t *ord, siz
 			el += agp_elements(&s->tensor[ready[ord[j]]]);
 			j++;
 		} while (j < n && bytes < limit);
-		uint32_t bk = agp_storage(p, "Reducer bucket (gradients)", AG_F32, el, 0, ZS_CAT_BUCKETS);
+		/* the gradients' dtype (DDP buckets by dtype; every gradient
+		 * is fp32 but TRL's bf16 adapters', --lora-dtype bf16, which
+		 * are all the trained ones then) */
+		uint32_t bk = agp_storage(p, "Reducer bucket (gradients)", s->tensor[ready[ord[i]]].dtype, el, 0,
+		                          ZS_CAT_BUCKETS);
 		uint64_t off = 0;
 		for (size_t k = i; k < j; k++) {
 			L->bucket_of[ord[k]] = (uint32_t)L->nbuckets;

@@ -585,8 +585,9 @@ struct ckpt_ctx {
 	T rng;
 	T x; /* non-reentrant: the hidden states the frame holds (NO: reentrant, saved[i]'s) */
 	/* non-reentrant under 2.x: the wrapped numbers the forward's nodes
-	 * keep (nr_wrapped), in order */
-	T wn[4];
+	 * keep (nr_wrapped), in order: a gemma's few, or one a LoRA
+	 * adapter (seven a llama layer's all-linear) */
+	T wn[8];
 	unsigned nwn;
 	uint32_t draws0;
 	T fn[5], in[2], sv[3];
@@ -2657,13 +2658,16 @@ static size_t ckpt_early_stop(struct bld *b, size_t r0, size_t r2, T fork, const
  * tensor run before the rerun, which that node's unpack starts: the
  * residual add's AddBackward0, whose gradient for a 16-bit operand under
  * autocast is cast (the engine's validate_outputs) before the rerun and
- * lives through it. The builder runs the layer's backward after the
- * rerun; the backward names where the add's node ends (nr_unpack_at, its
+ * lives through it; under 2.x also a LoRA adapter's MulBackward0 over the
+ * layer's last linear (its wrapped number saved without the hooks:
+ * lora_wk), 1.13's unpacking it. The builder runs the layer's backward
+ * after the rerun; the backward names where each such node ends
+ * (nr_unpack_at, the last before a node that saved has released, its
  * event index in nrun_at), and the events from r2 to there move to before
  * the rerun's first event, rf (fork_rng's state). */
 static void nr_unpack_at(struct bld *b)
 {
-	if (b->nrun_on && b->nrun_at == SIZE_MAX)
+	if (b->nrun_on && b->nrfirst == NO)
 		b->nrun_at = *b->n;
 }
 
@@ -4110,6 +4114,29 @@ static void lora_unit_mark(struct bld *b, int32_t k, char which, const char *whe
 		mark(b, "unit:lora.%d.%c:%s", (int)k, which, where);
 }
 
+/* Where `* scaling`'s MulBackward0 keeps its wrapped number (NULL: no
+ * node). Non-reentrant under 2.x (nr_wrapped: the number saved as it is,
+ * no hook) the forward's node keeps it until the adapter's backward uses
+ * it (st->wk), which may be before the rerun (an adapter over the layer's
+ * last linear: nr_unpack_at); the rerun's node keeps its own in the
+ * frame's list, gone at the early stop (ckpt_early_stop), never made
+ * where the stop comes first. */
+static T *lora_wk(struct bld *b, struct lora_st *st, T bo)
+{
+	int nr2 = b->nrc && b->o->version != ZS_TORCH_1_13;
+	if (nr2 && b->regrad) {
+		if (!RG(b, bo))
+			return NULL;
+		if (b->nrc->nwn == sizeof b->nrc->wn / sizeof *b->nrc->wn) {
+			unsupported(b, "--recompute-impl non-reentrant: more wrapped numbers kept in a layer than described");
+			return NULL;
+		}
+		return &b->nrc->wn[b->nrc->nwn++];
+	}
+	st->wk = NO;
+	return nr2 && b->nograd ? &st->wk : RG(b, bo) ? &st->wk : NULL;
+}
+
 /* The adapter over the base layer's output y (its holder taken), x the
  * layer's input (the caller's): lora_A's linear keeps x (a view) for
  * A's weight gradient; lora_B's keeps A's output; `* scaling` keeps the
@@ -4159,8 +4186,7 @@ static T lora_fwd(struct bld *b, T x, T y, int32_t k)
 	lora_unit_mark(b, k, 'B', "fwd_end");
 	b->adapter = 0;
 	unref(b, a); /* lora_A's output: a temporary (B's node keeps its view) */
-	st->wk = NO;
-	T m = scalar_op(b, AG_OP_MUL_SCALAR, "mul (lora_B(...) * scaling)", bo, st->scaling, RG(b, bo) ? &st->wk : NULL);
+	T m = scalar_op(b, AG_OP_MUL_SCALAR, "mul (lora_B(...) * scaling)", bo, st->scaling, lora_wk(b, st, bo));
 	unref(b, bo);
 	/* lora.bnb.Linear4bit (tuners/lora/bnb.py lines 543–552): where
 	 * torch.is_autocast_enabled() is False — under 2.6 that asks CUDA's
@@ -4217,6 +4243,8 @@ static void lora_bwd(struct bld *b, T g, int32_t k, T *xbuf)
 	unref(b, g);
 	unref(b, st->wk);
 	st->wk = NO;
+	if (b->nrunpack) /* (2.x: lora_B's node may be the first that unpacks: the layer's last linear) */
+		nr_unpack_at(b);
 	T da = NO;
 	lora_unit_mark(b, k, 'B', "bwd");
 	b->adapter = 1;
@@ -4303,8 +4331,11 @@ static size_t lora_param(struct bld *b, struct model *M, int32_t module, uint64_
 	 * over the bf16 model: cast_adapter_dtype, tuners/tuners_utils.py
 	 * lines 2243-2288, upcasts bf16 ones; over a uint8 Params4bit
 	 * _move_adapter_to_device_of_base_layer casts them to no float dtype) */
-	q->w = mk(b, "parameter", b->o->load_bf16 ? AG_F32 : b->o->mdt, 2, SH(rows, cols), AG_ROLE_PARAM,
-	          ZS_CAT_PARAM32, -1);
+	/* (--lora-dtype bf16: TRL's cast after get_peft_model, param.data =
+	 * param.data.to(torch.bfloat16); the fp32 adapters it replaces are
+	 * not made: a few KiB at the set-up, before any step) */
+	q->w = mk(b, "parameter", b->o->lora_bf16 ? AG_BF16 : b->o->load_bf16 ? AG_F32 : b->o->mdt, 2, SH(rows, cols),
+	          AG_ROLE_PARAM, ZS_CAT_PARAM32, -1);
 	b->rg[q->w] = 1;
 	b->module = -1;
 	return M->npt++;
@@ -7662,9 +7693,12 @@ static void adam_state(struct bld *b, struct pt *const *qs, size_t n)
 			b->s->tensor[q->step].host = 1;
 		op(b, AG_OP_FILL, NO, NO, NO, q->step, NO, NO)->arg[0] = 0;
 		const struct ag_tensor w_ = b->s->tensor[q->w], *w = &w_; /* a copy: the array grows */
-		q->m = mk(b, "Adam exp_avg", AG_F32, w->ndim, w->shape, AG_ROLE_ADAM_M, ZS_CAT_ADAM_M, q->param);
+		/* zeros_like(p): the parameter's dtype, bf16 for TRL's adapters
+		 * (--lora-dtype bf16, where they are all Adam steps; fp32 else) */
+		enum ag_dtype sdt = b->o->lora_bf16 ? w->dtype : AG_F32;
+		q->m = mk(b, "Adam exp_avg", sdt, w->ndim, w->shape, AG_ROLE_ADAM_M, ZS_CAT_ADAM_M, q->param);
 		op(b, AG_OP_FILL, NO, NO, NO, q->m, NO, NO)->arg[0] = 0;
-		q->v = mk(b, "Adam exp_avg_sq", AG_F32, w->ndim, w->shape, AG_ROLE_ADAM_V, ZS_CAT_ADAM_V, q->param);
+		q->v = mk(b, "Adam exp_avg_sq", sdt, w->ndim, w->shape, AG_ROLE_ADAM_V, ZS_CAT_ADAM_V, q->param);
 		op(b, AG_OP_FILL, NO, NO, NO, q->v, NO, NO)->arg[0] = 0;
 		b->s->tensor[q->step].part = b->s->tensor[q->m].part = b->s->tensor[q->v].part = q->part;
 	}
@@ -7994,6 +8028,9 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 		o->amp = AG_F32;
 	o->mdt = (c->precision == ZS_MIXED && c->wrapper == ZS_WRAPPER_DEEPSPEED) || c->load_bf16 ? AG_BF16 : AG_F32;
 	o->load_bf16 = c->load_bf16;
+	o->lora_bf16 = c->lora_bf16;
+	if (o->lora_bf16) /* bf16 adapters over bf16 operands: autocast casts nothing in them either */
+		o->lora_amp = AG_F32;
 	o->grad_accum = c->grad_accum ? c->grad_accum : 1;
 	o->recompute = !c->hf_recompute ? AG_CKPT_NONE : c->wrapper == ZS_WRAPPER_FSDP ? AG_CKPT_IN_UNIT : AG_CKPT_LOOP;
 	o->nonreentrant = o->recompute && c->recompute_nonreentrant;
@@ -8222,14 +8259,15 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		/* non-reentrant (layer_bwd_nonreentrant; 2.x's early stop from
 		 * the layer's saved set, ckpt_early_stop): every dense family in
 		 * fp32 or bf16 autocast, eager, on the plain loop, DDP and FSDP,
-		 * against 1.13's and 2.6's allocators (tests/hf_torch.sh) */
+		 * against 1.13's and 2.6's allocators (tests/hf_torch.sh); with
+		 * --grad-accum and ZeroRedundancyOptimizer (ft_zero1.sh), and
+		 * --lora-r on the plain loop and DDP (the adapters' numbers:
+		 * lora_wk; tests/ft_lora.sh "non-reentrant:"), the bf16-loaded
+		 * QLoRA and TRL's bf16 adapters too (2.6) */
 		int nr = o->nonreentrant;
 		const char *no = o->fsdp_unit_marks ? "--lora-r under --wrapper fsdp (give --wrapper none or ddp)"
 		                 : nr && m->experts > 0 ? "--recompute-impl non-reentrant with a mixture of experts"
 		                 : nr && o->attn == ZS_ATTN_SDPA ? "--recompute-impl non-reentrant with --attn sdpa (give --attn eager)"
-		                 : nr && o->lora_r ? "--recompute-impl non-reentrant with --lora-r"
-		                 : nr && o->grad_accum > 1 ? "--recompute-impl non-reentrant with --grad-accum (give 1)"
-		                 : nr && o->zero1_world ? "--recompute-impl non-reentrant with ZeroRedundancyOptimizer"
 		                                               : NULL;
 		if (no)
 			return refuse(cause, "--recompute full: Hugging Face's gradient checkpointing with %s is not described "

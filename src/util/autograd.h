@@ -399,6 +399,13 @@ struct ag_options {
 	 * compute dtype bf16, and the adapters fp32 (PEFT's
 	 * autocast_adapter_dtype; docs/finetune.md "QLoRA loaded in bf16") */
 	int load_bf16;
+	/* --lora-dtype bf16 (with load_bf16): TRL's SFTTrainer's cast of a
+	 * quantized model's trainable parameters to bf16 (sft_trainer.py
+	 * 1127-1130, v1.9.0): the adapters bf16, so their gradients and
+	 * Adam's exp_avg and exp_avg_sq (zeros_like) too; autocast casts
+	 * nothing inside them (lora_amp AG_F32: docs/finetune.md, "TRL's
+	 * bf16 adapters") */
+	int lora_bf16;
 	/* --wrapper fsdp with LoRA (util/ag_fsdp.h): marks around each
 	 * adapter's forward and backward ("unit:lora.K.A:fwd", ":fwd_end",
 	 * ":bwd", ":bwd_end"; B likewise), where PEFT's wrap policy makes

@@ -346,7 +346,7 @@ static const char *const key_names[ZS_NKEYS] = {
 	"ds-prefetch-bucket", "ds-max-live", "torch-version", "torch-device", "optimizer-impl", "zero-grad", "attn",
 	"wrapper", "grad-accum", "ddp-no-sync", "freeze", "lora-r", "lora-alpha", "lora-dropout", "lora-targets",
 	"quant-base", "double-quant", "ds-sub-group-size", "ddp-find-unused",
-	"recompute-impl", "logits", "experts-impl", "load-dtype", "fsdp-orig-params"};
+	"recompute-impl", "logits", "experts-impl", "load-dtype", "fsdp-orig-params", "lora-dtype"};
 _Static_assert(sizeof key_names / sizeof key_names[0] == ZS_NKEYS, "a name for every key");
 
 /* One of a PyTorch option's names (names[first..n): "default" is no value
@@ -639,6 +639,11 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 			return zs_fail(cause, "--fsdp-orig-params: '%.40s' is not one of on, off", value);
 		t.fsdp_orig_params = strcmp(value, "on") == 0;
 		break;
+	case ZS_KEY_LORA_DTYPE:
+		if (strcmp(value, "fp32") != 0 && strcmp(value, "bf16") != 0)
+			return zs_fail(cause, "--lora-dtype: '%.40s' is not one of fp32, bf16", value);
+		t.lora_bf16 = strcmp(value, "bf16") == 0;
+		break;
 	case ZS_NKEYS:
 		break;
 	}
@@ -647,7 +652,7 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 	return 0;
 }
 
-/* The keys of zerosim-sweep/4 and the JSON type each takes: a list key
+/* The keys of zerosim-sweep/5 and the JSON type each takes: a list key
  * takes an array (or one item), the others one value. A key's `joined`
  * says that its value is itself a comma list (--freeze A,B, --lora-targets
  * q_proj,v_proj): a string holding several is the command line's value,
@@ -677,11 +682,13 @@ static const struct {
 	{"lora-targets", SPEC_STRINGS, "leave the key out for the family's default targets"},
 	{"quant-base", SPEC_STRING, NULL}, {"double-quant", SPEC_STRING, NULL}, {"load-dtype", SPEC_STRING, NULL},
 	{"fsdp-orig-params", SPEC_STRING, NULL},
+	/* zerosim-sweep/5: the adapters' dtype (s52) */
+	{"lora-dtype", SPEC_STRING, NULL},
 };
 #define NSPEC_KEYS (sizeof spec_keys / sizeof spec_keys[0])
-#define SPEC_VERSION 4
+#define SPEC_VERSION 5
 /* spec_keys[0..spec_ends[v]) are zerosim-sweep/v's (v = 1..SPEC_VERSION) */
-static const size_t spec_ends[SPEC_VERSION + 1] = {0, 16, 22, 25, NSPEC_KEYS};
+static const size_t spec_ends[SPEC_VERSION + 1] = {0, 16, 22, 25, 33, NSPEC_KEYS};
 
 /* The first version that has spec_keys[i]. */
 static int spec_since(size_t i)
@@ -974,6 +981,17 @@ static int check_lora(const struct zs_config *c, char **cause)
 		return zs_fail(cause, "--load-dtype bf16 with --precision %s: not described yet (give --precision fp32: "
 		               "no autocast, every op in its operands' dtype, or amp-bf16: bf16 autocast)",
 		               zs_precision_name(c->precision));
+	/* --lora-dtype bf16: TRL's SFTTrainer's cast of a quantized model's
+	 * trainable parameters (docs/finetune.md, "TRL's bf16 adapters"),
+	 * over the bf16-loaded QLoRA it is given; checked against 2.6 */
+	if ((c->given & ZS_KEY_BIT(ZS_KEY_LORA_DTYPE)) && !c->lora_r)
+		return zs_fail(cause, "--lora-dtype: only with --lora-r");
+	if (c->lora_bf16 && !c->load_bf16)
+		return zs_fail(cause, "--lora-dtype bf16: only with --load-dtype bf16 (TRL's cast over a bf16-loaded "
+		               "QLoRA) so far");
+	if (c->lora_bf16 && c->wrapper == ZS_WRAPPER_FSDP)
+		return zs_fail(cause, "--lora-dtype bf16 under --wrapper fsdp: not described yet (give --wrapper none or "
+		               "ddp)");
 	if ((c->given & ZS_KEY_BIT(ZS_KEY_QUANT_BASE)) && !c->lora_r)
 		return zs_fail(cause, "--quant-base %s: only with --lora-r (the 4-bit base is frozen: QLoRA trains "
 		               "adapters over it)", c->quant_nf4 ? "nf4" : "none");
@@ -1510,7 +1528,7 @@ const char *const zs_torch_json_keys[ZS_NTORCH_JSON_KEYS] = {"torch_version", "t
 const char *const zs_step_json_keys[ZS_NSTEP_JSON_KEYS] = {
 	"grad_accum", "ddp_no_sync", "freeze", "lora_r", "lora_alpha", "lora_dropout", "lora_targets", "quant_base",
 	"double_quant", "ddp_find_unused", "recompute_impl", "logits", "experts_impl", "load_dtype",
-	"fsdp_orig_params"};
+	"fsdp_orig_params", "lora_dtype"};
 
 /* zs_step_json_keys' values, each only where it is on: a K = 1 run, one
  * that freezes nothing, one without LoRA or its 4-bit base writes none,
@@ -1541,6 +1559,8 @@ static void json_step_settings(cJSON *cfg, const struct zs_config *c)
 		cJSON_AddStringToObject(cfg, key[ZS_SJ_LOAD_DTYPE], "bf16");
 	if (c->fsdp_orig_params)
 		cJSON_AddBoolToObject(cfg, key[ZS_SJ_FSDP_ORIG_PARAMS], 1);
+	if (c->lora_bf16)
+		cJSON_AddStringToObject(cfg, key[ZS_SJ_LORA_DTYPE], "bf16");
 	if (c->ddp_find_unused)
 		cJSON_AddBoolToObject(cfg, key[ZS_SJ_DDP_FIND_UNUSED], 1);
 	if (c->recompute_nonreentrant)

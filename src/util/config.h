@@ -1,7 +1,7 @@
 /*
  * config — the model and run options shared by `zerosim measure` and
  * `zerosim theory`: their defaults, parsing of
- * option values and of a sweep spec file (docs/formats.md, zerosim-sweep/4),
+ * option values and of a sweep spec file (docs/formats.md, zerosim-sweep/5),
  * and the limits that keep every byte count exact in a double.
  *
  * This is plain data. The engine, the theory and the report may all include
@@ -124,6 +124,10 @@ enum zs_key {
 	 * FSDP's; --wrapper fsdp under PyTorch 2.6: util/ag_fsdp.h,
 	 * ag_options.fsdp_orig_params) */
 	ZS_KEY_FSDP_ORIG_PARAMS,
+	/* the LoRA adapters' dtype (--lora-dtype fp32|bf16): bf16 is TRL's
+	 * SFTTrainer's cast over a quantized model (docs/finetune.md, "TRL's
+	 * bf16 adapters"), only with --load-dtype bf16 so far */
+	ZS_KEY_LORA_DTYPE,
 	ZS_NKEYS
 };
 
@@ -221,6 +225,10 @@ struct zs_config {
 	 * parameters (--wrapper fsdp, PyTorch 2.6; with --lora-r each
 	 * block's unit its frozen base and its adapters) */
 	int fsdp_orig_params;
+	/* --lora-dtype bf16 (1; 0: fp32, PEFT's autocast_adapter_dtype):
+	 * the adapters and their Adam state bf16, TRL's cast; only with
+	 * --load-dtype bf16 */
+	int lora_bf16;
 	/* --recompute full under the PyTorch step (util/autograd.h,
 	 * ag_options.recompute): set by measure and theory from their
 	 * --recompute, no key of its own */
@@ -265,7 +273,7 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
  * name[0..len), or -1. */
 int zs_config_key(const char *name, size_t len);
 
-/* Set `key` (a key of zerosim-sweep/4: "layers", "units", "lr", ...) from
+/* Set `key` (a key of zerosim-sweep/5: "layers", "units", "lr", ...) from
  * a JSON value of its type; messages name the key as the file spells it. */
 struct cJSON;
 int zs_config_set_json(struct zs_config *c, const char *key, const struct cJSON *value, char **cause);
@@ -310,17 +318,18 @@ enum zs_step_json_key {
 	ZS_SJ_EXPERTS_IMPL,
 	ZS_SJ_LOAD_DTYPE,
 	ZS_SJ_FSDP_ORIG_PARAMS,
+	ZS_SJ_LORA_DTYPE,
 	ZS_NSTEP_JSON_KEYS
 };
 extern const char *const zs_step_json_keys[ZS_NSTEP_JSON_KEYS];
 
-/* Load a zerosim-sweep/4, /3, /2 or /1 file over `c` (keys it has replace
+/* Load a zerosim-sweep/5, /4, /3, /2 or /1 file over `c` (keys it has replace
  * c's). A key the format does not have is an error naming it; an older
  * version's file has none of the later versions' keys (/2 adds the PyTorch
  * keys torch-version, torch-device, optimizer-impl, zero-grad, attn,
  * wrapper; /3 grad-accum, ddp-no-sync, freeze; /4 lora-r, lora-alpha,
  * lora-dropout, lora-targets, quant-base, double-quant, load-dtype,
- * fsdp-orig-params), and
+ * fsdp-orig-params; /5 lora-dtype), and
  * one that has one is refused naming the version that has it. */
 int zs_config_load_spec(struct zs_config *c, const char *path, char **cause);
 
