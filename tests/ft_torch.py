@@ -103,6 +103,15 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    there); the loss's division by K and backward outside the
                    region, as Trainer.training_step does (compute_loss in
                    its context manager, the division after).
+  --amp fp16       the same in float16 (PyTorch >= 2.3, no --quant-base
+                   or --fsdp) under torch.amp.GradScaler("cpu"), as
+                   hf_torch.py --amp fp16: each micro-step's
+                   scaler.scale(loss).backward() (the loss divided by K
+                   first), then one scaler.step(opt) and scaler.update()
+                   (torch/amp/grad_scaler.py at v2.6.0); the unscale_ over
+                   the optimizer's parameters alone (its param_groups:
+                   the trainable ones, under ZeroRedundancyOptimizer every
+                   rank's, not its shard's).
 
 Output: one JSON object: the bytes live between optimizer steps, the peak
 of the steady (last) step, its phase and the mark after which it falls,
@@ -832,6 +841,9 @@ def run(a, rank=0, world=1):
                                           foreach=a.optimizer_impl == "foreach", **kw)
         else:
             opt = torch.optim.Adam(trainable, foreach=a.optimizer_impl == "foreach", **kw)
+        # float16 autocast's recipe (hf_torch.py --amp fp16): its first
+        # scale() makes _scale and _growth_tracker
+        scaler = torch.amp.GradScaler("cpu") if a.amp == "fp16" else None
         g = torch.Generator().manual_seed(1 + rank)
         # the optimizer step's K micro-batches, drawn at once and held, and
         # the labels a clone (hf_torch.run's input_ids and labels at K = 1)
@@ -856,14 +868,16 @@ def run(a, rank=0, world=1):
                 H.set_ctx("forward", "-")
                 sync = world == 1 or not a.no_sync or k == K - 1
                 with (contextlib.nullcontext() if sync else net.no_sync()):
-                    with (torch.autocast("cpu", dtype=torch.bfloat16) if a.amp == "bf16" else
-                          contextlib.nullcontext()):
+                    with (torch.autocast("cpu", dtype=torch.bfloat16 if a.amp == "bf16" else torch.float16)
+                          if a.amp != "none" else contextlib.nullcontext()):
                         outputs = net(ids, lab)
                     loss = outputs[0] / K if K > 1 else outputs[0]
                     plain_mark(f"fwd_end:{step}:{k}")
                     H.mark("phase:backward")
                     H.set_ctx("backward", "loss")
-                    loss.backward()
+                    # (GradScaler: every micro-step's loss scaled, grad_scaler.py
+                    # v2.6.0 174-210; unscale_ once, in step())
+                    (scaler.scale(loss) if scaler else loss).backward()
                 suffix[0] = None
                 total += float(loss)
                 if k < K - 1:
@@ -874,12 +888,19 @@ def run(a, rank=0, world=1):
                     outputs = None
             if step == 1:
                 # (the first step only: its double copies are not the
-                # steady step's bytes)
+                # steady step's bytes; under GradScaler the grads' scaled
+                # norm divided back)
                 grad_norms.append(math.sqrt(sum(float(p.grad.double().pow(2).sum()) for p in trainable
-                                                if p.grad is not None)))
+                                                if p.grad is not None)) / (float(scaler.get_scale()) if scaler else 1.0))
             H.mark("phase:optimizer")
             H.set_ctx("optimizer", "optimizer")
-            opt.step()
+            if scaler:
+                # unscale_ (found_inf, inv_scale and their replicas), the
+                # step unless an inf was found, then update()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                opt.step()
             H.mark("phase:zero_grad")
             opt.zero_grad(set_to_none=zero_none)
             losses.append(total)
@@ -1079,7 +1100,7 @@ def main():
     ap.add_argument("--zero-grad", choices=["none", "zeros"], default=None)
     ap.add_argument("--dropout", choices=["0", "config"], default="0")
     ap.add_argument("--mask", choices=["where", "add"], default="where")
-    ap.add_argument("--amp", choices=["none", "bf16"], default="none")
+    ap.add_argument("--amp", choices=["none", "bf16", "fp16"], default="none")
     ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager",
                     help="sdpa: transformers' sdpa_attention_forward (hf_torch.py's --attn sdpa; PyTorch >= 2.0)")
     ap.add_argument("--quant-base", choices=["none", "nf4"], default="none",
@@ -1127,6 +1148,10 @@ def main():
         ap.error("--attn sdpa: PyTorch 1.13 has no scaled_dot_product_attention")
     if a.load_dtype == "bf16" and (a.quant_base != "nf4" or a.case):
         ap.error("--load-dtype bf16: only with --quant-base nf4, no --case")
+    if a.amp == "fp16" and (H.TV < (2, 3) or a.quant_base != "none" or a.fsdp):
+        # (CPU GradScaler is 2.3's; FSDP's scaler is ShardedGradScaler,
+        # not written here yet)
+        ap.error("--amp fp16: PyTorch >= 2.3, without --quant-base or --fsdp")
     if a.quant_storage and a.quant_base != "nf4":
         ap.error("--quant-storage: only with --quant-base nf4")
     # (under --fsdp the model's dtype, as PEFT's examples/sft/utils.py

@@ -1685,7 +1685,7 @@ static void grad_scaler_scale(struct bld *b, struct model *M)
 		op(b, AG_OP_FILL, NO, NO, NO, M->gs_growth, NO, NO)->arg[0] = 0;
 	}
 	M->gs_scaled = tmp(b, "mul (scaler.scale(loss))", AG_F32, 0, NULL);
-	op(b, AG_OP_MUL, M->loss, M->gs_scale, NO, M->gs_scaled, NO, NO);
+	op(b, AG_OP_MUL, M->lossk != NO ? M->lossk : M->loss, M->gs_scale, NO, M->gs_scaled, NO, NO);
 }
 
 /* the scaled loss, the statement's temporary, goes as backward returns
@@ -1753,6 +1753,19 @@ static void grad_scaler_update(struct bld *b)
 	M->gs_found = NO;
 }
 
+/* MulBackward0 of scaler.scale(loss): grad * _scale (the scale is what
+ * it saved: no bytes of its own), 4 B, the next node's input (the nll's,
+ * or under --grad-accum DivBackward0's of `/ K`: scale() takes the
+ * divided loss); ONE itself without a scaler */
+static T scaled_loss_bwd(struct bld *b, struct model *M, T one)
+{
+	if (M->gs_scaled == NO)
+		return one;
+	T g = tmp(b, "mul (MulBackward0: grad * scale)", AG_F32, 0, NULL);
+	op(b, AG_OP_MUL, one, M->gs_scale, NO, g, NO, NO);
+	return g;
+}
+
 /* The backward's start: loss.backward()'s ones_like (held until backward
  * returns: *one), the loss's nodes, then lm_head's MmBackward. The head's
  * weight gradient goes to AccumulateGrad, or, tied, waits in the token
@@ -1773,19 +1786,18 @@ static T head_bwd(struct bld *b, struct model *M, T lsm, T tgt, T tw, T x2, stru
 		/* DivBackward0 of `outputs[0] / K`: grad / other, through
 		 * TensorIterator's fp32 copy of the wrapped K; then
 		 * release_variables frees the wrapped number it saved */
+		T s = scaled_loss_bwd(b, M, *one);
 		T g = tmp(b, "div (DivBackward0: grad / K)", AG_F32, 0, NULL);
 		T c = cast_scalar(b, M->kwrap);
-		op(b, AG_OP_DIV, *one, c, NO, g, NO, NO);
+		op(b, AG_OP_DIV, s, c, NO, g, NO, NO);
 		unref(b, c);
+		if (s != *one) /* MulBackward0's grad, DivBackward0's input: goes as it returns */
+			unref(b, s);
 		unref(b, M->kwrap);
 		M->kwrap = NO;
 		dlg = lm_loss_bwd(b, g, 1, lsm, tgt, tw);
 	} else if (M->gs_scaled != NO) {
-		/* MulBackward0 of scale(loss): grad * _scale (the scale is what it
-		 * saved: no bytes of its own), the nll's input */
-		T g = tmp(b, "mul (MulBackward0: grad * scale)", AG_F32, 0, NULL);
-		op(b, AG_OP_MUL, *one, M->gs_scale, NO, g, NO, NO);
-		dlg = lm_loss_bwd(b, g, 1, lsm, tgt, tw);
+		dlg = lm_loss_bwd(b, scaled_loss_bwd(b, M, *one), 1, lsm, tgt, tw);
 	} else {
 		dlg = lm_loss_bwd(b, *one, 0, lsm, tgt, tw);
 	}
@@ -7884,11 +7896,8 @@ static int amp_check(const struct zs_model *m, const struct ag_options *o, char 
 		const char *no = o->optim_impl == ZS_OPTIM_FUSED
 		                         ? "--optimizer-impl fused (fused Adam takes the scaler's grad_scale and found_inf "
 		                           "itself: _step_supports_amp_scaling; give single or foreach)"
-		                 : o->zero1_world      ? "ZeroRedundancyOptimizer (give --schemes dp)"
 		                 : o->amp_param_views  ? "--wrapper fsdp (ShardedGradScaler)"
-		                 : o->grad_accum > 1   ? "--grad-accum above 1"
 		                 : m->experts > 0      ? "a mixture of experts"
-		                 : o->lora_r           ? "--lora-r"
 		                                       : NULL;
 		if (no)
 			return refuse(cause, "--precision amp-fp16: float16 autocast (GradScaler's step) with %s is not "
