@@ -1264,8 +1264,9 @@ try 0 "" theory --out "$tmp/sdpa-amp.json" --framework torch --model "$tmp/tiny-
 try 0 "" theory --out "$tmp/sdpa-amp.json" --framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper none \
 	--world 1 --lora-r 4 --recompute full --precision amp-bf16 --torch-device cpu --attn sdpa --torch-version 2.6
 # float16 autocast (2.6, GradScaler's step): the plain loop and DDP, single
-# and foreach Adam (tests/hf_torch.sh torch26), LoRA, --grad-accum and
-# ZeroRedundancyOptimizer (ft_lora.sh, ft_zero1.sh torch26); the rest by name
+# and foreach Adam (tests/hf_torch.sh torch26), LoRA, --grad-accum,
+# ZeroRedundancyOptimizer and FSDP's ShardedGradScaler (ft_lora.sh,
+# ft_zero1.sh, ft_fsdp.sh, ft_fsdp_lora.sh torch26); fused Adam by name
 try 0 "" theory --out "$tmp/fp16.json" --framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper ddp --schemes dp \
 	--world 2 --precision amp-fp16 --torch-device cpu --attn sdpa --torch-version 2.6
 try 0 "" theory --out "$tmp/fp16.json" --framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper ddp \
@@ -1275,9 +1276,8 @@ fp16_no="--precision amp-fp16: float16 autocast (GradScaler's step) with"
 # shellcheck disable=SC2086
 bad_theory "$fp16_no --optimizer-impl fused (fused Adam takes the scaler's grad_scale and found_inf itself" \
 	$fp16_2_6 --wrapper none --world 1 --optimizer-impl fused
-# shellcheck disable=SC2086
-bad_theory "$fp16_no --wrapper fsdp (ShardedGradScaler) is not described yet" $fp16_2_6 --wrapper fsdp --world 2 \
-	--schemes zero3
+try 0 "" theory --out "$tmp/fp16.json" --framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper fsdp \
+	--schemes zero3 --world 2 --lora-r 4 --precision amp-fp16 --torch-device cpu --torch-version 2.6
 sed 's/"attn_pdrop": 0.0/"attn_pdrop": 0.1/' "$tmp/tiny-nodrop.json" >"$tmp/tiny-adrop.json"
 # (gpt2's and a llama's with fewer k/v heads run: tests/hf_torch.sh torch26)
 try 0 "" theory --out "$tmp/adrop.json" --framework torch --model "$tmp/tiny-adrop.json" --seq 8 --wrapper none --world 1 \

@@ -53,7 +53,10 @@
 # go (4 k/v heads), all-linear, the adapters' dropout, K = 2, QLoRA; and
 # "sdpa: autocast:" (s50): the flash kernel in bf16 (gpt2 c_attn, llama
 # with 4 k/v heads: autocast's copies of q and k; docs/schedule.md, "SDPA
-# under bf16 autocast").
+# under bf16 autocast"). Its "fp16:" rows (s52): float16 autocast under
+# GradScaler("cpu") (--precision amp-fp16, ft_torch.py --amp fp16; gpt2
+# c_attn, llama all-linear K = 2, DDP N = 2 K = 2 no_sync) and the losses
+# of a case written under amp-fp16 (docs/schedule.md, "Float16 autocast").
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 disagreement, 99 hard error.

@@ -103,8 +103,9 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    there); the loss's division by K and backward outside the
                    region, as Trainer.training_step does (compute_loss in
                    its context manager, the division after).
-  --amp fp16       the same in float16 (PyTorch >= 2.3, no --quant-base
-                   or --fsdp) under torch.amp.GradScaler("cpu"), as
+  --amp fp16       the same in float16 (PyTorch >= 2.3, no --quant-base)
+                   under torch.amp.GradScaler("cpu") (--fsdp:
+                   ShardedGradScaler("cpu")), as
                    hf_torch.py --amp fp16: each micro-step's
                    scaler.scale(loss).backward() (the loss divided by K
                    first), then one scaler.step(opt) and scaler.update()
@@ -843,7 +844,15 @@ def run(a, rank=0, world=1):
             opt = torch.optim.Adam(trainable, foreach=a.optimizer_impl == "foreach", **kw)
         # float16 autocast's recipe (hf_torch.py --amp fp16): its first
         # scale() makes _scale and _growth_tracker
-        scaler = torch.amp.GradScaler("cpu") if a.amp == "fp16" else None
+        # (under --fsdp FSDP's own, ShardedGradScaler: found_inf all-reduced
+        # across the ranks, the CPU's scale update in Python;
+        # torch/distributed/fsdp/sharded_grad_scaler.py)
+        scaler = None
+        if a.amp == "fp16" and a.fsdp:
+            from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+            scaler = ShardedGradScaler("cpu")
+        elif a.amp == "fp16":
+            scaler = torch.amp.GradScaler("cpu")
         g = torch.Generator().manual_seed(1 + rank)
         # the optimizer step's K micro-batches, drawn at once and held, and
         # the labels a clone (hf_torch.run's input_ids and labels at K = 1)
@@ -1148,10 +1157,9 @@ def main():
         ap.error("--attn sdpa: PyTorch 1.13 has no scaled_dot_product_attention")
     if a.load_dtype == "bf16" and (a.quant_base != "nf4" or a.case):
         ap.error("--load-dtype bf16: only with --quant-base nf4, no --case")
-    if a.amp == "fp16" and (H.TV < (2, 3) or a.quant_base != "none" or a.fsdp):
-        # (CPU GradScaler is 2.3's; FSDP's scaler is ShardedGradScaler,
-        # not written here yet)
-        ap.error("--amp fp16: PyTorch >= 2.3, without --quant-base or --fsdp")
+    if a.amp == "fp16" and (H.TV < (2, 3) or a.quant_base != "none"):
+        # (the CPU's GradScaler is 2.3's)
+        ap.error("--amp fp16: PyTorch >= 2.3, without --quant-base")
     if a.quant_storage and a.quant_base != "nf4":
         ap.error("--quant-storage: only with --quant-base nf4")
     # (under --fsdp the model's dtype, as PEFT's examples/sft/utils.py
