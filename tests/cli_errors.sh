@@ -1277,7 +1277,7 @@ fp16_no="--precision amp-fp16: float16 autocast (GradScaler's step) with"
 bad_theory "$fp16_no --optimizer-impl fused (fused Adam takes the scaler's grad_scale and found_inf itself" \
 	$fp16_2_6 --wrapper none --world 1 --optimizer-impl fused
 try 0 "" theory --out "$tmp/fp16.json" --framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper fsdp \
-	--schemes zero3 --world 2 --lora-r 4 --precision amp-fp16 --torch-device cpu --torch-version 2.6
+	--schemes zero3 --world 2 --lora-r 4 --precision amp-fp16 --torch-device cpu --attn eager --torch-version 2.6
 sed 's/"attn_pdrop": 0.0/"attn_pdrop": 0.1/' "$tmp/tiny-nodrop.json" >"$tmp/tiny-adrop.json"
 # (gpt2's and a llama's with fewer k/v heads run: tests/hf_torch.sh torch26)
 try 0 "" theory --out "$tmp/adrop.json" --framework torch --model "$tmp/tiny-adrop.json" --seq 8 --wrapper none --world 1 \
