@@ -531,7 +531,7 @@ bad_tcase t-model-none '/"model":/,/^[[:space:]]*},/c\
 "model": "gpt3",' "the case's \"model\": no shipped model 'gpt3' (gemma-2-2b, gemma-2-9b, gemma-3-1b, gemma-3-4b, gpt2,"
 [ -d "$top/data/models" ] || unset ZEROSIM_DATADIR
 bad_tcase t-recompute 's#"recompute":[[:space:]]*"none"#"recompute": "half"#' "the case's \"recompute\" is none of none, selective, full"
-bad_tcase t-mixed 's#"precision":[[:space:]]*"fp32"#"precision": "mixed"#' "precision mixed in a transformer's case: a transformer's case is fp32 only so far"
+bad_tcase t-mixed 's#"precision":[[:space:]]*"fp32"#"precision": "mixed"#' "precision mixed in a transformer's case: a transformer's case is fp32 or amp-fp16 only so far"
 bad_tcase t-mlp 's#"seq":#"layers": [2, 3], "seq":#' "the case mixes an MLP's \"layers\" and \"batches\" with a transformer's"
 bad_tcase t-v1 's#zerosim-case/2#zerosim-case/1#' "unknown key \"model\" in a zerosim-case/1 file"
 bad_tcase t-nomodel 's#"model":#"modle":#' "unknown key \"modle\" in the case"
@@ -1293,24 +1293,20 @@ try 0 "" theory --out "$tmp/sdpa-amp.json" --framework torch --model "$tmp/tiny-
 try 0 "" theory --out "$tmp/sdpa-amp.json" --framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper none \
 	--world 1 --lora-r 4 --recompute full --precision amp-bf16 --torch-device cpu --attn sdpa --torch-version 2.6
 # float16 autocast (2.6, GradScaler's step): the plain loop and DDP, single
-# and foreach Adam (tests/hf_torch.sh torch26); the rest by name
+# and foreach Adam (tests/hf_torch.sh torch26), LoRA, --grad-accum,
+# ZeroRedundancyOptimizer and FSDP's ShardedGradScaler (ft_lora.sh,
+# ft_zero1.sh, ft_fsdp.sh, ft_fsdp_lora.sh torch26); fused Adam by name
 try 0 "" theory --out "$tmp/fp16.json" --framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper ddp --schemes dp \
 	--world 2 --precision amp-fp16 --torch-device cpu --attn sdpa --torch-version 2.6
+try 0 "" theory --out "$tmp/fp16.json" --framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper ddp \
+	--schemes zero1 --world 2 --grad-accum 2 --lora-r 4 --precision amp-fp16 --torch-device cpu --torch-version 2.6
 fp16_2_6="--framework torch --model $tmp/tiny-nodrop.json --seq 8 --precision amp-fp16 --torch-device cpu --torch-version 2.6"
 fp16_no="--precision amp-fp16: float16 autocast (GradScaler's step) with"
 # shellcheck disable=SC2086
 bad_theory "$fp16_no --optimizer-impl fused (fused Adam takes the scaler's grad_scale and found_inf itself" \
 	$fp16_2_6 --wrapper none --world 1 --optimizer-impl fused
-# shellcheck disable=SC2086
-bad_theory "$fp16_no ZeroRedundancyOptimizer (give --schemes dp) is not described yet" $fp16_2_6 --wrapper ddp \
-	--world 2 --schemes zero1
-# shellcheck disable=SC2086
-bad_theory "$fp16_no --wrapper fsdp (ShardedGradScaler) is not described yet" $fp16_2_6 --wrapper fsdp --world 2 \
-	--schemes zero3
-# shellcheck disable=SC2086
-bad_theory "$fp16_no --grad-accum above 1 is not described yet" $fp16_2_6 --wrapper none --world 1 --grad-accum 2
-# shellcheck disable=SC2086
-bad_theory "$fp16_no --lora-r is not described yet" $fp16_2_6 --wrapper none --world 1 --lora-r 4
+try 0 "" theory --out "$tmp/fp16.json" --framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper fsdp \
+	--schemes zero3 --world 2 --lora-r 4 --precision amp-fp16 --torch-device cpu --attn eager --torch-version 2.6
 sed 's/"attn_pdrop": 0.0/"attn_pdrop": 0.1/' "$tmp/tiny-nodrop.json" >"$tmp/tiny-adrop.json"
 # (gpt2's and a llama's with fewer k/v heads run: tests/hf_torch.sh torch26)
 try 0 "" theory --out "$tmp/adrop.json" --framework torch --model "$tmp/tiny-adrop.json" --seq 8 --wrapper none --world 1 \

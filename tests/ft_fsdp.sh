@@ -35,7 +35,7 @@
 # checks above against PyTorch 2.6's FSDP (FSDP1, backward_prefetch None)
 # in its Debian 13 root (tests/torch26_root.sh, ft_lib.sh's mode): the gpt2
 # K = 2 pair with and without no_sync(), SHARD_GRAD_OP's gpt2 K = 2 with
-# no_sync() and llama's autocast, not the
+# no_sync() and llama's autocast, bf16 and float16 (ShardedGradScaler), not the
 # losses (zerosim's own arithmetic, 1.13's run checks it).
 # Without a root: skip (77), a failure under ZS_REQUIRE_TORCH26=1.
 #
@@ -82,11 +82,12 @@ z="--seq 32 --batch 2 --schemes zero3 --steps 3 --framework torch --wrapper fsdp
 # case LABEL MODEL K ZERO_GRAD NO_SYNC(on|off) [WORLD, 2 when absent [PRECISION, fp32 when absent
 #       [SCHEME, zero3 when absent]]]
 # (amp-bf16: ft_torch.py --amp bf16, each micro-step's forward in torch.autocast;
+# amp-fp16: --amp fp16, the same under ShardedGradScaler, 2.6;
 # zero2: ft_torch.py --fsdp-strategy shard_grad_op, zerosim's --schemes zero2)
 case_() {
 	label=$1 m=$2 K=$3 zg=$4 ns=$5 world=${6:-2} prec=${7:-fp32} scheme=${8:-zero3}
 	amp=
-	[ "$prec" = amp-bf16 ] && amp="--amp bf16"
+	case $prec in amp-bf16) amp="--amp bf16" ;; amp-fp16) amp="--amp fp16" ;; esac
 	strategy=full_shard
 	[ "$scheme" = zero2 ] && strategy=shard_grad_op
 	# gloo waits 30 minutes for a peer by default: a hang ends in 5
@@ -136,6 +137,10 @@ case_ fsdp2-zero2-gpt2-k2-zeros-nosync gpt2 2 zeros on 2 fp32 zero2
 # goes after its addmm); under set_to_none the first micro-step's weight
 # gradient is ToCopyBackward's fp32 copy, held until the unit's cat
 case_ fsdp2-amp-llama-k2-none-sync llama 2 none off 2 amp-bf16
+# float16 autocast under FSDP's ShardedGradScaler("cpu") (2.6): unscale_
+# over the sharded flat gradients, found_inf all-reduced, the CPU's scale
+# update in Python (docs/schedule.md, "Float16 autocast")
+[ "$mode" = torch26 ] && case_ fsdp2-fp16-llama-k2-none-sync llama 2 none off 2 amp-fp16
 [ "$mode" = torch26 ] || case_ fsdp3-amp-gpt2-k2-zeros-nosync gpt2 2 zeros on 3 amp-bf16
 
 # no_sync() against without: the same all-gathers, K - 1 fewer reduce-scatters

@@ -68,7 +68,9 @@
 # q_proj,v_proj r 4 at K = 2 without no_sync() under zeros (rank 1 lets its
 # sharded gradients go at each forward), and gpt2 c_attn r 4 SHARD_GRAD_OP
 # at K = 2 with no_sync(), and the llama run's losses (about 25 s of CPU for
-# the three). Without a root: skip (77), a failure under
+# the three). And float16 autocast under ShardedGradScaler (s52):
+# llama LoRA K = 2 no_sync zeros, bytes and losses (a case written under
+# --precision amp-fp16). Without a root: skip (77), a failure under
 # ZS_REQUIRE_TORCH26=1.
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
@@ -137,7 +139,7 @@ print(f"{'FAIL' if bad else 'ok'}: {label}: all-gathers per micro-step {d['all_g
 sys.exit(1 if bad else 0)
 EOF
 
-# case LABEL MODEL K ZERO_GRAD NO_SYNC(on|off) PRECISION(fp32|amp-bf16: ft_torch.py --amp bf16)
+# case LABEL MODEL K ZERO_GRAD NO_SYNC(on|off) PRECISION(fp32|amp-bf16|amp-fp16: ft_torch.py --amp bf16|fp16)
 #       SCHEME(zero3|zero2: ft_torch.py --fsdp-strategy shard_grad_op) ARGS...
 # Called twice a case (the loop below): phase add appends its reference
 # to the batch $tmp/ft (tests/ft_lib.sh's ft_add: every case's PyTorch in
@@ -149,7 +151,7 @@ case_() {
 	i=$((i + 1))
 	if [ "$phase" = add ]; then
 		amp=
-		[ "$prec" = amp-bf16 ] && amp="--amp bf16"
+		case $prec in amp-bf16) amp="--amp bf16" ;; amp-fp16) amp="--amp fp16" ;; esac
 		strategy=full_shard
 		[ "$scheme" = zero2 ] && strategy=shard_grad_op
 		set -f
@@ -281,6 +283,13 @@ $only26 ft_losses "$tmp/loss-orig-lora" "LoRA llama r 4, FSDP use_orig_params N=
 # "QLoRA loaded in bf16 under autocast")
 $only26 case_ fsdp2-qlora-bf16-amp-llama-k1-zeros llama 1 zeros on amp-bf16 zero3 --lora-r 4 --quant-base nf4 \
 	--load-dtype bf16
+# float16 autocast under ShardedGradScaler (s52): its unscale_ over the
+# adapters' sharded flat gradients, its CPU update in Python; and the
+# losses of a case written under amp-fp16, trained by PyTorch 2.6
+$only26 case_ fsdp2-fp16-lora-llama-k2-zeros-nosync llama 2 zeros on amp-fp16 zero3 --lora-r 4
+lz16="--model $tmp/tiny-llama.json $z --precision amp-fp16 --zero-grad zeros --grad-accum 2 --fsdp-no-sync on --lora-r 4"
+$only26 ft_losses "$tmp/loss-fp16" "float16 autocast, ShardedGradScaler: LoRA llama r 4, FSDP N=2 K=2 no_sync" "$lz16" \
+	"--model $tmp/tiny-llama.json --grad-accum 2 --zero-grad zeros --world 2 --fsdp --lora-r 4 --amp fp16"
 
 # The losses: zerosim's LoRA run as a case, trained by PyTorch under FSDP
 # (the loss moves through the adapters alone: the base is frozen)

@@ -105,6 +105,16 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    there); the loss's division by K and backward outside the
                    region, as Trainer.training_step does (compute_loss in
                    its context manager, the division after).
+  --amp fp16       the same in float16 (PyTorch >= 2.3, no --quant-base)
+                   under torch.amp.GradScaler("cpu") (--fsdp:
+                   ShardedGradScaler("cpu")), as
+                   hf_torch.py --amp fp16: each micro-step's
+                   scaler.scale(loss).backward() (the loss divided by K
+                   first), then one scaler.step(opt) and scaler.update()
+                   (torch/amp/grad_scaler.py at v2.6.0); the unscale_ over
+                   the optimizer's parameters alone (its param_groups:
+                   the trainable ones, under ZeroRedundancyOptimizer every
+                   rank's, not its shard's).
 
 Output: one JSON object: the bytes live between optimizer steps, the peak
 of the steady (last) step, its phase and the mark after which it falls,
@@ -848,6 +858,17 @@ def run(a, rank=0, world=1):
                                           foreach=a.optimizer_impl == "foreach", **kw)
         else:
             opt = torch.optim.Adam(trainable, foreach=a.optimizer_impl == "foreach", **kw)
+        # float16 autocast's recipe (hf_torch.py --amp fp16): its first
+        # scale() makes _scale and _growth_tracker
+        # (under --fsdp FSDP's own, ShardedGradScaler: found_inf all-reduced
+        # across the ranks, the CPU's scale update in Python;
+        # torch/distributed/fsdp/sharded_grad_scaler.py)
+        scaler = None
+        if a.amp == "fp16" and a.fsdp:
+            from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+            scaler = ShardedGradScaler("cpu")
+        elif a.amp == "fp16":
+            scaler = torch.amp.GradScaler("cpu")
         g = torch.Generator().manual_seed(1 + rank)
         # the optimizer step's K micro-batches, drawn at once and held, and
         # the labels a clone (hf_torch.run's input_ids and labels at K = 1)
@@ -872,8 +893,8 @@ def run(a, rank=0, world=1):
                 H.set_ctx("forward", "-")
                 sync = world == 1 or not a.no_sync or k == K - 1
                 with (contextlib.nullcontext() if sync else net.no_sync()):
-                    with (torch.autocast("cpu", dtype=torch.bfloat16) if a.amp == "bf16" else
-                          contextlib.nullcontext()):
+                    with (torch.autocast("cpu", dtype=torch.bfloat16 if a.amp == "bf16" else torch.float16)
+                          if a.amp != "none" else contextlib.nullcontext()):
                         outputs = net(ids, lab)
                     loss = outputs[0] / K if K > 1 else outputs[0]
                     plain_mark(f"fwd_end:{step}:{k}")
@@ -881,7 +902,9 @@ def run(a, rank=0, world=1):
                     H.set_ctx("backward", "loss")
                     H.IN_BACKWARD[0] = True  # (a non-reentrant checkpoint's rerun: its "refwd:" marks)
                     try:
-                        loss.backward()
+                        # (GradScaler: every micro-step's loss scaled, grad_scaler.py
+                        # v2.6.0 174-210; unscale_ once, in step())
+                        (scaler.scale(loss) if scaler else loss).backward()
                     finally:
                         H.IN_BACKWARD[0] = False
                 suffix[0] = None
@@ -894,12 +917,19 @@ def run(a, rank=0, world=1):
                     outputs = None
             if step == 1:
                 # (the first step only: its double copies are not the
-                # steady step's bytes)
+                # steady step's bytes; under GradScaler the grads' scaled
+                # norm divided back)
                 grad_norms.append(math.sqrt(sum(float(p.grad.double().pow(2).sum()) for p in trainable
-                                                if p.grad is not None)))
+                                                if p.grad is not None)) / (float(scaler.get_scale()) if scaler else 1.0))
             H.mark("phase:optimizer")
             H.set_ctx("optimizer", "optimizer")
-            opt.step()
+            if scaler:
+                # unscale_ (found_inf, inv_scale and their replicas), the
+                # step unless an inf was found, then update()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                opt.step()
             H.mark("phase:zero_grad")
             opt.zero_grad(set_to_none=zero_none)
             losses.append(total)
@@ -1099,7 +1129,7 @@ def main():
     ap.add_argument("--zero-grad", choices=["none", "zeros"], default=None)
     ap.add_argument("--dropout", choices=["0", "config"], default="0")
     ap.add_argument("--mask", choices=["where", "add"], default="where")
-    ap.add_argument("--amp", choices=["none", "bf16"], default="none")
+    ap.add_argument("--amp", choices=["none", "bf16", "fp16"], default="none")
     ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager",
                     help="sdpa: transformers' sdpa_attention_forward (hf_torch.py's --attn sdpa; PyTorch >= 2.0)")
     ap.add_argument("--quant-base", choices=["none", "nf4"], default="none",
@@ -1155,6 +1185,9 @@ def main():
         ap.error("--load-dtype bf16: only with --quant-base nf4, no --case")
     if a.lora_dtype == "bf16" and a.load_dtype != "bf16":
         ap.error("--lora-dtype bf16: only with --load-dtype bf16 (TRL's cast over a bf16-loaded QLoRA)")
+    if a.amp == "fp16" and (H.TV < (2, 3) or a.quant_base != "none"):
+        # (the CPU's GradScaler is 2.3's)
+        ap.error("--amp fp16: PyTorch >= 2.3, without --quant-base")
     if a.quant_storage and a.quant_base != "nf4":
         ap.error("--quant-storage: only with --quant-base nf4")
     # (under --fsdp the model's dtype, as PEFT's examples/sft/utils.py

@@ -29,7 +29,11 @@
 #
 # `tests/ft_zero1.sh torch26` (make check-torch26): a subset against
 # PyTorch 2.6 in its Debian 13 root (tests/torch26_root.sh; skip without
-# one, a failure under ZS_REQUIRE_TORCH26=1).
+# one, a failure under ZS_REQUIRE_TORCH26=1), with float16 autocast's
+# rows ("fp16:", --precision amp-fp16, ft_torch.py --amp fp16: each
+# micro-step's scaler.scale(loss).backward(), one scaler.step(opt) whose
+# unscale_ runs over every rank's parameters, ZeroRedundancyOptimizer's
+# param_groups being all of them).
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 disagreement, 99 hard error.
@@ -41,7 +45,8 @@ name=ft_zero1
 export PYTHONDONTWRITEBYTECODE=1
 ft_configs 1024 176
 
-# label;model;zero_grad;K;world;no_sync;precision (fp32 or amp-bf16: ft_torch.py's --amp bf16);args
+# label;model;zero_grad;K;world;no_sync;precision (fp32, amp-bf16 or amp-fp16: ft_torch.py's --amp bf16 or
+# fp16, the latter under GradScaler("cpu"), 2.6);args
 # (zerosim's and ft_torch.py's alike)
 # (twice: phase add collects every case's reference and the losses' below
 # into one batch, tests/ft_lib.sh's ft_add; phase check runs it once and
@@ -66,6 +71,8 @@ non-reentrant: llama LoRA q_proj + v_proj r 4, K = 2, no_sync, set_to_none;llama
 2.6: non-reentrant: gpt2, frozen embeddings, K = 2, no_sync, zeros;gpt2;zeros;2;2;on;fp32;--freeze embeddings --recompute full --recompute-impl non-reentrant
 2.6: llama LoRA q_proj + v_proj r 4, K = 2, no_sync, set_to_none;llama;none;2;2;on;fp32;--lora-r 4
 2.6: gpt2, all-but-last:1, K = 2, without no_sync, zeros;gpt2;zeros;2;2;off;fp32;--freeze all-but-last:1
+2.6: fp16: llama LoRA q_proj + v_proj r 4, K = 2, no_sync, zeros;llama;zeros;2;2;on;amp-fp16;--lora-r 4
+2.6: fp16: N = 3, gpt2, K = 2, without no_sync, zeros;gpt2;zeros;2;3;off;amp-fp16;
 CASES
 for phase in add check; do
 	i=0
@@ -75,7 +82,7 @@ for phase in add check; do
 		version=$(ft_version "$label") || continue
 		zargs=$args rargs=$args
 		[ "$K" -gt 1 ] && zargs="$zargs --ddp-no-sync $ns"
-		[ "$prec" = amp-bf16 ] && rargs="$rargs --amp bf16"
+		case $prec in amp-bf16) rargs="$rargs --amp bf16" ;; amp-fp16) rargs="$rargs --amp fp16" ;; esac
 		ft_case "$version" "$m" "$zg" "$K" "--world $world --zero1 --no-sync $([ "$ns" = on ] && echo 1 || echo 0) $rargs" \
 			"--precision $prec --schemes zero1 --world $world --wrapper ddp $zargs"
 		[ $phase = add ] && continue

@@ -1679,11 +1679,10 @@ def run(a):
         # masking_utils' sdpa_mask skips the sliding mask only while
         # kv_length < sliding_window; past it SDPA gets a bool mask
         sys.exit("hf_torch: --attn sdpa: gemma3_text with --seq reaching sliding_window is not compared")
-    if a.amp == "fp16" and (TV < (2, 3) or a.optimizer_impl == "fused" or a.zero1 or a.fsdp):
+    if a.amp == "fp16" and (TV < (2, 3) or a.optimizer_impl == "fused"):
         # 1.13's CPU autocast takes bfloat16 only; fused Adam takes the
         # scaler's grad_scale and found_inf itself (_step_supports_amp_scaling)
-        sys.exit("hf_torch: --amp fp16: compared on torch 2.3 or later, single or foreach Adam, the plain loop "
-                 "or DDP only")
+        sys.exit("hf_torch: --amp fp16: compared on torch 2.3 or later, single or foreach Adam")
     if sdpa and not hasattr(F, "scaled_dot_product_attention"):
         sys.exit(f"hf_torch: --attn sdpa: torch {torch.__version__} has no scaled_dot_product_attention")
     V = cfg["vocab_size"]
@@ -1732,7 +1731,14 @@ def run(a):
         g = torch.Generator().manual_seed(1 + RANK[0])  # each rank its own batch
         input_ids = torch.randint(0, V, (a.batch, a.seq), generator=g)
         labels = input_ids.clone()
-        scaler = torch.amp.GradScaler("cpu") if a.amp == "fp16" else None
+        scaler = None
+        if a.amp == "fp16" and a.fsdp:
+            # FSDP's own (torch/distributed/fsdp/sharded_grad_scaler.py):
+            # found_inf all-reduced, the CPU's scale update in Python
+            from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+            scaler = ShardedGradScaler("cpu")
+        elif a.amp == "fp16":
+            scaler = torch.amp.GradScaler("cpu")
         for step in range(1, a.steps + 1):
             one_step(a, model, opt, input_ids, labels, zero_none, step, losses, scaler)
     stream = replay(memory_events(prof))
@@ -2304,7 +2310,7 @@ def main():
                     help="set_to_none True (none) or False (zeros); default this torch's")
     ap.add_argument("--dropout", choices=["0", "config"], default="0")
     ap.add_argument("--amp", choices=["none", "bf16", "fp16"], default="none",
-                    help="autocast on the CPU: bf16, or fp16 (2.6) with GradScaler(\"cpu\")")
+                    help="autocast on the CPU: bf16, or fp16 (2.6) with GradScaler(\"cpu\") (--fsdp: ShardedGradScaler)")
     ap.add_argument("--onednn", type=int, choices=[0, 1], default=0,
                     help="under --amp: 1 leaves oneDNN's bf16 matmuls on (their scratchpad is the CPU's ISA's)")
     ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager")

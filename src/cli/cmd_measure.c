@@ -57,8 +57,8 @@ static void usage(FILE *f)
 	      "                         autocast (bf16 on the CPU, fp32 state) over the\n"
 	      "                         PyTorch step (--wrapper none, ddp or fsdp; gpt2, llama,\n"
 	      "                         mistral, qwen2, qwen3, phi3); amp-fp16: float16\n"
-	      "                         autocast with GradScaler (2.6; --wrapper none or\n"
-	      "                         ddp); under --wrapper\n"
+	      "                         autocast with GradScaler (2.6; --wrapper none, ddp\n"
+	      "                         or fsdp); under --wrapper\n"
 	      "                         deepspeed, mixed is DeepSpeed's bf16 (the module\n"
 	      "                         cast to bf16, fp32 partition; zero1, zero2)\n"
 	      "      --optimizer O      adam (default) or sgd (with momentum 0.9)\n"
@@ -362,9 +362,9 @@ static int transformer_run(struct zs_config *c, struct zs_tfm_run *tr, int mixed
 	    !(hf.gemma && zs_wrapper_step(c)))
 		return zs_fail(cause, "%s: --seq %zu is longer than its sliding_window %llu; the engine's attention sees "
 		               "every earlier token", hf.name, tr->seq, (unsigned long long)hf.sliding_window);
-	if (from_case && mixed_asked && c->precision != ZS_FP32)
-		return zs_fail(cause, "precision %s in a transformer's case: a transformer's case is fp32 only so "
-		               "far (precision fp32)", zs_precision_name(c->precision));
+	if (from_case && mixed_asked && c->precision != ZS_FP32 && c->precision != ZS_AMP_FP16)
+		return zs_fail(cause, "precision %s in a transformer's case: a transformer's case is fp32 or amp-fp16 "
+		               "only so far (precision fp32)", zs_precision_name(c->precision));
 	if (!mixed_asked)
 		c->precision = ZS_FP32;
 	if (!(c->given & ZS_KEY_BIT(ZS_KEY_BATCH)) && !from_case)
@@ -671,8 +671,8 @@ int zs_cmd_measure(int argc, char **argv)
 				goto fail;
 		}
 	}
-	if (write_case != NULL && c.tfm != NULL && c.precision != ZS_FP32) {
-		zs_fail(&cause, "--write-case: a transformer's case is fp32 only so far (--precision fp32)");
+	if (write_case != NULL && c.tfm != NULL && c.precision != ZS_FP32 && c.precision != ZS_AMP_FP16) {
+		zs_fail(&cause, "--write-case: a transformer's case is fp32 or amp-fp16 only so far (--precision fp32)");
 		goto fail;
 	}
 	if (write_case != NULL && c.nworld != 1) {

@@ -644,8 +644,10 @@ struct model {
 	/* --precision amp-fp16: GradScaler("cpu")'s _scale and _growth_tracker
 	 * (made by its first scale(), kept across steps), the scaled loss
 	 * (held until backward returns) and found_inf's replica (held by the
-	 * scaler's per-optimizer state from unscale_ to update); NO without */
+	 * scaler's per-optimizer state from unscale_ to update); NO without;
+	 * gs_sharded: FSDP's ShardedGradScaler (set by optimizer_events) */
 	T gs_scale, gs_growth, gs_scaled, gs_found;
+	int gs_sharded;
 	/* gemma2's final_logit_softcapping: its saved tensors (softcap_fwd;
 	 * unused without one) */
 	struct softcap_saved fcap;
@@ -1719,7 +1721,7 @@ static void grad_scaler_scale(struct bld *b, struct model *M)
 		op(b, AG_OP_FILL, NO, NO, NO, M->gs_growth, NO, NO)->arg[0] = 0;
 	}
 	M->gs_scaled = tmp(b, "mul (scaler.scale(loss))", AG_F32, 0, NULL);
-	op(b, AG_OP_MUL, M->loss, M->gs_scale, NO, M->gs_scaled, NO, NO);
+	op(b, AG_OP_MUL, M->lossk != NO ? M->lossk : M->loss, M->gs_scale, NO, M->gs_scaled, NO, NO);
 }
 
 /* the scaled loss, the statement's temporary, goes as backward returns
@@ -1769,6 +1771,19 @@ static void grad_scaler_unscale(struct bld *b, struct pt *const *qs, size_t n)
 		if (!qs[i]->frozen && qs[i]->g != NO)
 			op(b, AG_OP_MUL_SCALAR_, qs[i]->g, NO, NO, qs[i]->g, NO, NO)->arg[0] = 1.0 / 65536.0;
 	unref(b, ir);
+	if (M->gs_sharded) {
+		/* FSDP's ShardedGradScaler (torch/distributed/fsdp/
+		 * sharded_grad_scaler.py, 2.6.0): found_inf is full((1,)) (246-
+		 * 248, the same 4 B); unscale_'s loop over the replicas rebinds
+		 * its name found_inf (261), so the full goes first, then each
+		 * replica's all_reduce across the ranks, waited (273-276: gloo's,
+		 * in place: no bytes, and in the step described every rank's is
+		 * 0, so the engine runs none), then inv_scale as unscale_
+		 * returns (traced) */
+		unref(b, fi);
+		unref(b, inv);
+		return;
+	}
 	unref(b, inv);
 	unref(b, fi);
 }
@@ -1782,9 +1797,45 @@ static void grad_scaler_update(struct bld *b)
 	struct model *M = b->M;
 	if (M == NULL || M->gs_found == NO)
 		return;
-	op(b, AG_OP_ADD_SCALAR_, M->gs_growth, NO, NO, M->gs_growth, NO, NO)->arg[0] = 1;
+	if (M->gs_sharded) {
+		/* ShardedGradScaler.update on the CPU: _amp_update_scale_cpu_
+		 * in Python (280-296): found_inf.item(), then `successful =
+		 * self._growth_tracker + 1` (add.Tensor of a wrapped number: the
+		 * number, its int32 copy, the result), `successful ==
+		 * self._growth_interval` (eq.Scalar: its wrapped number, its
+		 * int32 copy, the bool, read by `if` and let go) and
+		 * `self._growth_tracker = successful`: the old tracker goes
+		 * (2.6.0's allocator, hf_torch.py --fsdp 2 --amp fp16 --trace).
+		 * The engine keeps one tracker (the result copied into it, then
+		 * let go: the same bytes at every event) */
+		T s = scalar_op(b, AG_OP_ADD_SCALAR, "add (successful, int32)", M->gs_growth, 1, NULL);
+		T e = wrapped(b, 2000);
+		T ec = cast_scalar(b, e);
+		T eq = tmp(b, "eq (successful == growth_interval)", AG_BOOL, 0, NULL);
+		op(b, AG_OP_FILL, NO, NO, NO, eq, NO, NO)->arg[0] = 0;
+		unref(b, e);
+		unref(b, ec);
+		unref(b, eq);
+		op(b, AG_OP_COPY, s, NO, NO, M->gs_growth, NO, NO);
+		unref(b, s);
+	} else {
+		op(b, AG_OP_ADD_SCALAR_, M->gs_growth, NO, NO, M->gs_growth, NO, NO)->arg[0] = 1;
+	}
 	unref(b, M->gs_found);
 	M->gs_found = NO;
+}
+
+/* MulBackward0 of scaler.scale(loss): grad * _scale (the scale is what
+ * it saved: no bytes of its own), 4 B, the next node's input (the nll's,
+ * or under --grad-accum DivBackward0's of `/ K`: scale() takes the
+ * divided loss); ONE itself without a scaler */
+static T scaled_loss_bwd(struct bld *b, struct model *M, T one)
+{
+	if (M->gs_scaled == NO)
+		return one;
+	T g = tmp(b, "mul (MulBackward0: grad * scale)", AG_F32, 0, NULL);
+	op(b, AG_OP_MUL, one, M->gs_scale, NO, g, NO, NO);
+	return g;
 }
 
 /* The backward's start: loss.backward()'s ones_like (held until backward
@@ -1807,19 +1858,18 @@ static T head_bwd(struct bld *b, struct model *M, T lsm, T tgt, T tw, T x2, stru
 		/* DivBackward0 of `outputs[0] / K`: grad / other, through
 		 * TensorIterator's fp32 copy of the wrapped K; then
 		 * release_variables frees the wrapped number it saved */
+		T s = scaled_loss_bwd(b, M, *one);
 		T g = tmp(b, "div (DivBackward0: grad / K)", AG_F32, 0, NULL);
 		T c = cast_scalar(b, M->kwrap);
-		op(b, AG_OP_DIV, *one, c, NO, g, NO, NO);
+		op(b, AG_OP_DIV, s, c, NO, g, NO, NO);
 		unref(b, c);
+		if (s != *one) /* MulBackward0's grad, DivBackward0's input: goes as it returns */
+			unref(b, s);
 		unref(b, M->kwrap);
 		M->kwrap = NO;
 		dlg = lm_loss_bwd(b, g, 1, lsm, tgt, tw);
 	} else if (M->gs_scaled != NO) {
-		/* MulBackward0 of scale(loss): grad * _scale (the scale is what it
-		 * saved: no bytes of its own), the nll's input */
-		T g = tmp(b, "mul (MulBackward0: grad * scale)", AG_F32, 0, NULL);
-		op(b, AG_OP_MUL, *one, M->gs_scale, NO, g, NO, NO);
-		dlg = lm_loss_bwd(b, g, 1, lsm, tgt, tw);
+		dlg = lm_loss_bwd(b, scaled_loss_bwd(b, M, *one), 1, lsm, tgt, tw);
 	} else {
 		dlg = lm_loss_bwd(b, *one, 0, lsm, tgt, tw);
 	}
@@ -7911,6 +7961,18 @@ static void optimizer_events(struct ag_step *s, const struct ag_options *o, cons
 		b->refs[t] = s->tensor[t].storage == t; /* the caller's: never released here */
 	use(b, list, nlist);
 	b->make_state = b->own_state = make;
+	/* --precision amp-fp16: the scaler's state, made by the step's first
+	 * scale() (grad_scaler_scale), found by its role, so that a
+	 * wrapper's own optimizer (FSDP's shards: ShardedGradScaler)
+	 * unscales and updates around its Adam as the plain loop's */
+	struct model Ms;
+	Ms.gs_scale = Ms.gs_growth = Ms.gs_scaled = Ms.gs_found = NO;
+	for (size_t t = 0; t < s->ntensors && o->amp == AG_F16; t++)
+		if (s->tensor[t].storage == t && s->tensor[t].role == AG_ROLE_SCALER)
+			*(Ms.gs_scale == NO ? &Ms.gs_scale : &Ms.gs_growth) = (T)t;
+	Ms.gs_sharded = 1; /* (its one caller under autocast: FSDP's; DeepSpeed's takes none) */
+	if (Ms.gs_growth != NO)
+		b->M = &Ms;
 	struct pt *pt = zs_calloc(n ? n : 1, sizeof *pt), **q = zs_calloc(n ? n : 1, sizeof(struct pt *));
 	for (size_t i = 0; i < n; i++) {
 		pt[i] = (struct pt){ .w = ps[i].w, .g = ps[i].g, .m = ps[i].m, .v = ps[i].v, .step = ps[i].step,
@@ -8068,17 +8130,15 @@ static int amp_check(const struct zs_model *m, const struct ag_options *o, char 
 	 * get_lower_precision_fp_from_device_type, the CPU's
 	 * get_autocast_cpu_dtype()), under GradScaler("cpu")
 	 * (grad_scaler_scale); the plain loop and DDP, single and foreach
-	 * Adam, checked against 2.6's allocator (tests/hf_torch.sh torch26);
-	 * the rest by name */
+	 * Adam, checked against 2.6's allocator (tests/hf_torch.sh torch26),
+	 * LoRA, --grad-accum, ZeroRedundancyOptimizer and FSDP's
+	 * ShardedGradScaler (ft_lora.sh, ft_zero1.sh, ft_fsdp.sh,
+	 * ft_fsdp_lora.sh torch26); the rest by name */
 	if (o->amp == AG_F16) {
 		const char *no = o->optim_impl == ZS_OPTIM_FUSED
 		                         ? "--optimizer-impl fused (fused Adam takes the scaler's grad_scale and found_inf "
 		                           "itself: _step_supports_amp_scaling; give single or foreach)"
-		                 : o->zero1_world      ? "ZeroRedundancyOptimizer (give --schemes dp)"
-		                 : o->amp_param_views  ? "--wrapper fsdp (ShardedGradScaler)"
-		                 : o->grad_accum > 1   ? "--grad-accum above 1"
 		                 : m->experts > 0      ? "a mixture of experts"
-		                 : o->lora_r           ? "--lora-r"
 		                                       : NULL;
 		if (no)
 			return refuse(cause, "--precision amp-fp16: float16 autocast (GradScaler's step) with %s is not "
