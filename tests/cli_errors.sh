@@ -901,6 +901,13 @@ for cmd in measure theory; do
 	# shellcheck disable=SC2086
 	try 2 "$cu_no bf16 autocast with --lora-r or --quant-base" $cmd $cu --model "$tiny" --precision amp-bf16 \
 		--lora-r 4 --out "$keep"
+	# (QLoRA's bf16-loaded recipe under CUDA's autocast is built at K = 1
+	# only, and with PEFT's fp32 adapters, not TRL's bf16 ones)
+	cu_q="--model $srcdir/report/models/llama-tiny.json --precision amp-bf16 --lora-r 4 --quant-base nf4 --load-dtype bf16"
+	# shellcheck disable=SC2086
+	try 2 "$cu_no bf16 autocast with --grad-accum (give 1)" $cmd $cu $cu_q --grad-accum 2 --out "$keep"
+	# shellcheck disable=SC2086
+	try 2 "$cu_no --lora-dtype bf16 (TRL's bf16 adapters" $cmd $cu $cu_q --lora-dtype bf16 --out "$keep"
 	# shellcheck disable=SC2086
 	try 2 "$cu_no bf16 autocast with --freeze" $cmd $cu --model "$tiny" --precision amp-bf16 --freeze transformer.h.0 \
 		--out "$keep"

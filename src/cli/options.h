@@ -116,7 +116,8 @@ struct zs_opt {
 	"                         bytes its own; --ds-reduce-bucket sets its bucket;\n" \
 	"                         ZeRO-1 and 2 with --freeze, --lora-r, --recompute\n" \
 	"                         full, --grad-accum; ZeRO-3 with --freeze, --lora-r\n" \
-	"                         (frozen parameters partitioned too); ZeRO-1 and 2 in\n" \
+	"                         (frozen parameters partitioned too), --grad-accum;\n" \
+	"                         ZeRO-1 and 2 with --quant-base nf4; ZeRO-1 and 2 in\n" \
 	"                         DeepSpeed's bf16, --precision mixed:\n" \
 	"                         module.bfloat16(), gpt2, llama; with --attn sdpa\n" \
 	"                         where SDPA runs its flash kernel)\n" \

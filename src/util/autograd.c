@@ -8384,7 +8384,8 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * name. */
 	if (o->device == ZS_DEVICE_CUDA) {
 		const char *no =
-			o->load_bf16 && !(o->quant_nf4 && o->lora_r && o->lora_amp == AG_BF16 && fam == 1)
+			o->lora_bf16 ? "--lora-dtype bf16 (TRL's bf16 adapters under CUDA's autocast; give --lora-dtype fp32)"
+			: o->load_bf16 && !(o->quant_nf4 && o->lora_r && o->lora_amp == AG_BF16 && fam == 1)
 				? "--load-dtype bf16 but QLoRA's llama under bf16 autocast (--quant-base nf4 --lora-r "
 				  "--precision amp-bf16)"
 			: o->mdt != AG_F32 && !o->load_bf16 ? "a 16-bit module (DeepSpeed's bf16; give --precision fp32)"
@@ -8392,9 +8393,11 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 			                     "--precision amp-bf16)"
 			: o->amp != AG_F32 && fam > 1 ? "bf16 autocast over a model that is not a gpt2 or a llama"
 			: o->amp != AG_F32 && (o->lora_r || o->quant_nf4)
-				? "bf16 autocast with --lora-r or --quant-base (PEFT's and bitsandbytes' casts under CUDA's autocast)"
+				? "bf16 autocast with --lora-r or --quant-base but QLoRA's llama loaded in bf16 (PEFT's and "
+				  "bitsandbytes' casts under CUDA's autocast over fp32 weights; --load-dtype bf16 is built)"
 			: o->amp != AG_F32 && o->freeze && *o->freeze ? "bf16 autocast with --freeze"
-			: o->amp != AG_F32 && o->grad_accum > 1 ? "bf16 autocast with --grad-accum (give 1)"
+			: (o->amp != AG_F32 || o->lora_amp != AG_F32) && o->grad_accum > 1
+				? "bf16 autocast with --grad-accum (give 1)"
 			: o->attn == ZS_ATTN_SDPA ? "--attn sdpa (CUDA's flash and memory-efficient kernels; give --attn eager)"
 			: m->experts > 0          ? "a mixture of experts (nonzero's and the routing's CUDA scratch)"
 			: o->zero1_world          ? "ZeroRedundancyOptimizer (give --schemes dp)"
