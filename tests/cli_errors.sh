@@ -420,7 +420,7 @@ done
 # autocast (--precision amp-bf16, amp-fp16) is the PyTorch step's alone:
 # refused elsewhere by name, and amp-fp16 on 1.13's CPU as PyTorch refuses
 # it (2.6's is taken: below, with SDPA's rows)
-amp_only="PyTorch's autocast is described for the PyTorch step only (--model with --framework torch --wrapper none or ddp); zerosim's own schedules take mixed or fp32"
+amp_only="PyTorch's autocast is described for the PyTorch step only (--framework torch --wrapper none, ddp or fsdp, over a transformer); zerosim's own schedules take mixed or fp32"
 bad_measure "--precision amp-bf16: $amp_only" --precision amp-bf16
 bad_theory "--precision amp-fp16: $amp_only" --precision amp-fp16 --model "$tmp/tiny.json"
 bad_measure "--precision amp-bf16: $amp_only" --precision amp-bf16 --model "$tmp/tiny.json" --framework torch

@@ -141,6 +141,10 @@ refuse() { # WHAT TEXT MODEL ARGS...: zerosim theory must refuse with one line n
 	refuse "--lora-dtype bf16 under FSDP" "--lora-dtype bf16 under --wrapper fsdp: not described yet" llama \
 		--world 2 --schemes zero3 --framework torch --wrapper fsdp --torch-version 2.6 --torch-device cpu \
 		--attn eager --lora-r 4 --quant-base nf4 --load-dtype bf16 --lora-dtype bf16
+	refuse "--lora-dtype outside the PyTorch step" "--lora-dtype: the adapters' dtype of the PyTorch step" gpt2 \
+		--world 2 --framework deepspeed --schemes zero1 --lora-r 4 --lora-dtype fp32
+	refuse "LoRA under autocast outside the PyTorch step" "--precision amp-bf16 is PyTorch's autocast, the PyTorch step's (give --framework torch" \
+		gpt2 --world 2 --framework paper --lora-r 4 --precision amp-bf16
 	refuse "--lora-dtype: a bad value" "--lora-dtype: 'fp16' is not one of fp32, bf16" gpt2 $plain --lora-r 4 \
 		--lora-dtype fp16
 	refuse "LoRA under FSDP with --recompute full" "gradient checkpointing with --lora-r under --wrapper fsdp" gpt2 \

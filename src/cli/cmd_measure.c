@@ -364,7 +364,7 @@ static int transformer_run(struct zs_config *c, struct zs_tfm_run *tr, int mixed
 		               "every earlier token", hf.name, tr->seq, (unsigned long long)hf.sliding_window);
 	if (from_case && mixed_asked && c->precision != ZS_FP32 && c->precision != ZS_AMP_FP16)
 		return zs_fail(cause, "precision %s in a transformer's case: a transformer's case is fp32 or amp-fp16 "
-		               "only so far (precision fp32)", zs_precision_name(c->precision));
+		               "only so far (--precision fp32 or amp-fp16)", zs_precision_name(c->precision));
 	if (!mixed_asked)
 		c->precision = ZS_FP32;
 	if (!(c->given & ZS_KEY_BIT(ZS_KEY_BATCH)) && !from_case)
@@ -672,7 +672,7 @@ int zs_cmd_measure(int argc, char **argv)
 		}
 	}
 	if (write_case != NULL && c.tfm != NULL && c.precision != ZS_FP32 && c.precision != ZS_AMP_FP16) {
-		zs_fail(&cause, "--write-case: a transformer's case is fp32 or amp-fp16 only so far (--precision fp32)");
+		zs_fail(&cause, "--write-case: a transformer's case is fp32 or amp-fp16 only so far (--precision fp32 or amp-fp16)");
 		goto fail;
 	}
 	if (write_case != NULL && c.nworld != 1) {

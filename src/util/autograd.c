@@ -7965,7 +7965,7 @@ static void optimizer_events(struct ag_step *s, const struct ag_options *o, cons
 	 * scale() (grad_scaler_scale), found by its role, so that a
 	 * wrapper's own optimizer (FSDP's shards: ShardedGradScaler)
 	 * unscales and updates around its Adam as the plain loop's */
-	struct model Ms;
+	struct model Ms = {0};
 	Ms.gs_scale = Ms.gs_growth = Ms.gs_scaled = Ms.gs_found = NO;
 	for (size_t t = 0; t < s->ntensors && o->amp == AG_F16; t++)
 		if (s->tensor[t].storage == t && s->tensor[t].role == AG_ROLE_SCALER)
@@ -8384,7 +8384,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * name. */
 	if (o->device == ZS_DEVICE_CUDA) {
 		const char *no =
-			o->lora_bf16 ? "--lora-dtype bf16 (TRL's bf16 adapters under CUDA's autocast; give --lora-dtype fp32)"
+			o->lora_bf16 ? "--lora-dtype bf16 (TRL's bf16 adapters; give --lora-dtype fp32 --precision amp-bf16)"
 			: o->load_bf16 && !(o->quant_nf4 && o->lora_r && o->lora_amp == AG_BF16 && fam == 1)
 				? "--load-dtype bf16 but QLoRA's llama under bf16 autocast (--quant-base nf4 --lora-r "
 				  "--precision amp-bf16)"

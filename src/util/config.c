@@ -126,7 +126,7 @@ int zs_precision_amp_check(const struct zs_config *c, int has_model, char **caus
 		return 0;
 	if (!has_model || c->framework != ZS_FW_TORCH || !zs_wrapper_step(c))
 		return zs_fail(cause, "--precision %s: PyTorch's autocast is described for the PyTorch step only "
-		               "(--model with --framework torch --wrapper none or ddp); zerosim's own schedules take "
+		               "(--framework torch --wrapper none, ddp or fsdp, over a transformer); zerosim's own schedules take "
 		               "mixed or fp32", zs_precision_name(c->precision));
 	return 0;
 }
@@ -941,6 +941,10 @@ static int check_step_unit(const struct zs_config *c, char **cause)
 static int check_lora_paper(const struct zs_config *c, char **cause)
 {
 	const char *fw = zs_framework_name(c->framework);
+	if (c->precision == ZS_AMP_BF16 || c->precision == ZS_AMP_FP16)
+		return zs_fail(cause, "--lora-r under --framework %s: --precision %s is PyTorch's autocast, the PyTorch "
+		               "step's (give --framework torch, or --precision fp32 or mixed)", fw,
+		               zs_precision_name(c->precision));
 	if (c->precision != ZS_FP32 && c->precision != ZS_MIXED)
 		return zs_fail(cause, "--lora-r under --framework %s: --precision %s is not run with adapters yet (give "
 		               "--precision fp32 or mixed)", fw, zs_precision_name(c->precision));
@@ -986,6 +990,11 @@ static int check_lora(const struct zs_config *c, char **cause)
 	 * over the bf16-loaded QLoRA it is given; checked against 2.6 */
 	if ((c->given & ZS_KEY_BIT(ZS_KEY_LORA_DTYPE)) && !c->lora_r)
 		return zs_fail(cause, "--lora-dtype: only with --lora-r");
+	/* (the adapters' dtype elsewhere is the step's own: DeepSpeed's
+	 * module.bfloat16() casts them, the paper's step keeps its precision's) */
+	if ((c->given & ZS_KEY_BIT(ZS_KEY_LORA_DTYPE)) && (c->framework != ZS_FW_TORCH || !zs_wrapper_step(c)))
+		return zs_fail(cause, "--lora-dtype: the adapters' dtype of the PyTorch step (--framework torch --wrapper "
+		               "none, ddp or fsdp); elsewhere the step's precision sets it (leave --lora-dtype out)");
 	if (c->lora_bf16 && !c->load_bf16)
 		return zs_fail(cause, "--lora-dtype bf16: only with --load-dtype bf16 (TRL's cast over a bf16-loaded "
 		               "QLoRA) so far");
