@@ -392,7 +392,7 @@ fz_hand "resident under deepspeed zero3 N=2 with --quant-base nf4" \
 fz_refuse_with="--lora-r 4"
 fz_refuse "give --unit layer" --precision fp32 --unit model
 fz_refuse "zero3 at N = 2" --precision fp32 --schemes zero3 --world 2 --unit layer
-fz_refuse "precision amp-bf16 is not run with adapters" --precision amp-bf16 --unit layer
+fz_refuse "precision amp-bf16 is PyTorch's autocast, the PyTorch step's (give --framework torch" --precision amp-bf16 --unit layer
 fz_refuse "under --framework paper: its term 'embeddings' matches no adapter" --precision fp32 --freeze embeddings --unit layer
 fz_refuse "freezes every one of llama-tiny's 8 adapter tensors" --precision fp32 --freeze blocks:0-1 --unit layer
 fz_refuse "trainable adapters are not one run" --precision fp32 --lora-targets all-linear --freeze '*.v_proj.lora_*' \
