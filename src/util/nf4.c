@@ -309,7 +309,7 @@ int nf4_storage_exact(const struct step_params *p, unsigned esize, uint64_t *n)
 {
 	for (size_t i = 0; i < p->ntensors; i++)
 		for (unsigned k = 0; nf4_quantized(p, i) && k < (p->tensor[i].nparts ? p->tensor[i].nparts : 1); k++)
-			if (part_numel(&p->tensor[i], k) % (2 * esize) != 0) {
+			if (part_numel(&p->tensor[i], k) % (2 * (uint64_t)esize) != 0) {
 				*n = part_numel(&p->tensor[i], k);
 				return 0;
 			}
