@@ -896,7 +896,7 @@ for cmd in measure theory; do
 	# shellcheck disable=SC2086
 	try 2 "$cu_no float16 autocast (GradScaler(\"cuda\")" $cmd $cu --model "$tiny" --precision amp-fp16 --out "$keep"
 	# shellcheck disable=SC2086
-	try 2 "$cu_no bf16 autocast over a model that is not a gpt2 or a llama" $cmd $cu --model qwen2.5-0.5b \
+	try 2 "$cu_no bf16 autocast over a model that is not a gpt2 or a llama" $cmd $cu --model "$srcdir/data/models/qwen2.5-0.5b.json" \
 		--precision amp-bf16 --out "$keep"
 	# shellcheck disable=SC2086
 	try 2 "$cu_no bf16 autocast with --lora-r or --quant-base" $cmd $cu --model "$tiny" --precision amp-bf16 \
