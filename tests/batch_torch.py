@@ -18,10 +18,16 @@ reference's refusal of bad usage, which the tests check), else 3. So
 tests/torch_cache.py (SCRIPT a file keyed by its bytes, DIR a folder keyed
 by its files' names and bytes: the cases and their inputs, not DIR's own
 path) keeps a batch whose every case gave a verdict, and gives back every
-file DIR gained on a hit; a crash or a timeout in any case is never kept."""
+file DIR gained on a hit; a crash or a timeout in any case is never kept.
+
+ZS_CASE_TIMES=FILE (not needed by any test): a line appended to FILE a
+case, its CPU seconds (the case's processes, its ranks included), wall
+seconds, DIR's name, N and the case's arguments: where the time of make
+check-torch goes, to keep CI's PyTorch step within its budget."""
 import importlib.util
 import json
 import os
+import resource
 import signal
 import sys
 import time
@@ -97,11 +103,18 @@ def main():
     sys.stdout.flush()
     sys.stderr.flush()
     verdict = 0
+    times = os.environ.get("ZS_CASE_TIMES")
     for n, case in enumerate(cases, 1):
+        t0, r0 = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
         pid = os.fork()
         if pid == 0:
             child(mod, script, case, d, n)
         rc = wait(pid, limit)
+        if times:
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
+            with open(times, "a") as f:
+                f.write(f"{cpu:.2f} {time.monotonic() - t0:.2f} {os.path.basename(d)} {n} {json.dumps(case)}\n")
         with open(os.path.join(d, f"{n}.rc"), "w") as f:
             f.write(f"{rc}\n")
         if rc not in (0, 2):

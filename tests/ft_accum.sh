@@ -65,7 +65,8 @@ version=1.13
 # python run for them all, under this run's PyTorch), in phase check its
 # JSON is compared.
 case_() {
-	label=$1 m=$2 K=$3 zg=$4 world=$5 ns=$6 fz=${7:-} prec=${8:-fp32}
+	torch_row "$1" || return 0
+	label=$(torch_label "$1") m=$2 K=$3 zg=$4 world=$5 ns=$6 fz=${7:-} prec=${8:-fp32}
 	cfg=$tmp/tiny-$m.json
 	i=$((i + 1))
 	set -- --model "tiny-$m.json" --grad-accum "$K" --zero-grad "$zg"
@@ -113,9 +114,9 @@ case_() {
 cases() {
 	if [ $version = 2.6 ]; then
 		case_ gpt2-k2-none gpt2 2 none 1 -
-		case_ gpt2-k3-zeros gpt2 3 zeros 1 -
+		case_ +gpt2-k3-zeros gpt2 3 zeros 1 -
 		case_ llama-k2-zeros llama 2 zeros 1 -
-		case_ llama-k3-none llama 3 none 1 -
+		case_ +llama-k3-none llama 3 none 1 -
 		case_ ddp2-gpt2-k2-none-nosync gpt2 2 none 2 on
 		case_ ddp2-llama-k2-zeros-sync llama 2 zeros 2 off
 		# with --freeze (frozen parameters: no grad to accumulate into)
@@ -123,12 +124,12 @@ cases() {
 		case_ fz-llama-k3-zeros-abl1 llama 3 zeros 1 - all-but-last:1
 		case_ fz-llama-k2-none-b00 llama 2 none 1 - blocks:0-0
 		case_ fz-ddp2-llama-k2-none-abl1-sync llama 2 none 2 off all-but-last:1
-		case_ fz-phi3-k2-none-b00 phi3 2 none 1 - blocks:0-0
+		case_ +fz-phi3-k2-none-b00 phi3 2 none 1 - blocks:0-0
 		case_ amp-llama-k2-none llama 2 none 1 - "" amp-bf16
 		# under SDPA (the flash kernel for gpt2, the math path for llama)
 		case_ sdpa-gpt2-k3-zeros gpt2 3 zeros 1 -
 		case_ sdpa-llama-k2-none llama 2 none 1 -
-		case_ sdpa-fz-llama-k2-zeros-abl1 llama 2 zeros 1 - all-but-last:1
+		case_ +sdpa-fz-llama-k2-zeros-abl1 llama 2 zeros 1 - all-but-last:1
 		# SDPA under bf16 autocast (the flash kernel in bf16)
 		case_ sdpa-amp-gpt2-k2-none gpt2 2 none 1 - "" amp-bf16
 		return
@@ -137,41 +138,42 @@ cases() {
 	for m in gpt2 llama; do
 		for K in 2 3; do
 			for zg in zeros none; do
-				case_ "$m-k$K-$zg" "$m" "$K" "$zg" 1 -
+				# (K = 3: the full agreement's, tests/torch_python.sh's torch_row)
+				case_ "$([ "$K" = 3 ] && echo +)$m-k$K-$zg" "$m" "$K" "$zg" 1 -
 			done
 		done
 	done
 	case_ ddp2-gpt2-k2-nosync gpt2 2 zeros 2 on
 	case_ ddp2-llama-k2-none-nosync llama 2 none 2 on
-	case_ ddp2-gpt2-k2-sync gpt2 2 zeros 2 off
+	case_ +ddp2-gpt2-k2-sync gpt2 2 zeros 2 off
 	# with --freeze: the frozen parameters make no grad in any micro-step
 	case_ fz-gpt2-k2-zeros-emb gpt2 2 zeros 1 - embeddings
-	case_ fz-gpt2-k2-none-abl1 gpt2 2 none 1 - all-but-last:1
+	case_ +fz-gpt2-k2-none-abl1 gpt2 2 none 1 - all-but-last:1
 	case_ fz-gpt2-k3-none-b11 gpt2 3 none 1 - blocks:1-1
-	case_ fz-llama-k2-none-emb llama 2 none 1 - embeddings
+	case_ +fz-llama-k2-none-emb llama 2 none 1 - embeddings
 	case_ fz-llama-k3-zeros-abl1 llama 3 zeros 1 - all-but-last:1
 	case_ fz-llama-k2-none-b00 llama 2 none 1 - blocks:0-0
 	case_ fz-ddp2-gpt2-k2-zeros-emb-nosync gpt2 2 zeros 2 on embeddings
 	case_ fz-ddp2-llama-k2-none-abl1-sync llama 2 none 2 off all-but-last:1
-	case_ fz-qwen2-k2-none-emb qwen2 2 none 1 - embeddings
-	case_ fz-qwen3-k2-zeros-abl1 qwen3 2 zeros 1 - all-but-last:1
-	case_ fz-phi3-k2-none-b00 phi3 2 none 1 - blocks:0-0
+	case_ +fz-qwen2-k2-none-emb qwen2 2 none 1 - embeddings
+	case_ +fz-qwen3-k2-zeros-abl1 qwen3 2 zeros 1 - all-but-last:1
+	case_ +fz-phi3-k2-none-b00 phi3 2 none 1 - blocks:0-0
 	# the families unfrozen (ft_torch.py builds each family's own attention)
 	case_ qwen2-k2-zeros qwen2 2 zeros 1 -
 	case_ ckpt-gpt2-k2-none gpt2 2 none 1 -
 	case_ ckpt-fz-llama-k3-zeros-emb llama 3 zeros 1 - embeddings
 	case_ ckpt-ddp2-llama-k2-none-nosync llama 2 none 2 on
-	case_ ckpt-fz-ddp2-gpt2-k2-zeros-emb-sync gpt2 2 zeros 2 off embeddings
-	case_ qwen3-k3-none qwen3 3 none 1 -
-	case_ ddp2-phi3-k2-none-nosync phi3 2 none 2 on
+	case_ +ckpt-fz-ddp2-gpt2-k2-zeros-emb-sync gpt2 2 zeros 2 off embeddings
+	case_ +qwen3-k3-none qwen3 3 none 1 -
+	case_ +ddp2-phi3-k2-none-nosync phi3 2 none 2 on
 	# under bf16 autocast: each micro-step's region casts the weights anew
 	# (its cache cleared at the region's exit), the fp32 grads accumulate
 	case_ amp-gpt2-k2-zeros gpt2 2 zeros 1 - "" amp-bf16
 	case_ amp-llama-k3-none llama 3 none 1 - "" amp-bf16
-	case_ amp-qwen2-k2-zeros qwen2 2 zeros 1 - "" amp-bf16
+	case_ +amp-qwen2-k2-zeros qwen2 2 zeros 1 - "" amp-bf16
 	case_ amp-ddp2-llama-k2-zeros-nosync llama 2 zeros 2 on "" amp-bf16
 	case_ amp-fz-gpt2-k2-none-emb gpt2 2 none 1 - embeddings amp-bf16
-	case_ amp-fz-llama-k2-zeros-abl1 llama 2 zeros 1 - all-but-last:1 amp-bf16
+	case_ +amp-fz-llama-k2-zeros-abl1 llama 2 zeros 1 - all-but-last:1 amp-bf16
 	# checkpointed under autocast: each rerun is a region of its own (cleared as it ends)
 	case_ ckpt-amp-llama-k2-zeros llama 2 zeros 1 - "" amp-bf16
 	case_ ckpt-amp-fz-gpt2-k2-none-emb gpt2 2 none 1 - embeddings amp-bf16

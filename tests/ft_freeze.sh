@@ -147,75 +147,75 @@ refused() {
 # phase check runs the batches once and compares)
 cat >"$tmp/cases" <<'CASES'
 gpt2, embeddings frozen (the tied head with them);gpt2;zeros;embeddings;1
-gpt2, embeddings frozen, set_to_none;gpt2;none;embeddings;1
++gpt2, embeddings frozen, set_to_none;gpt2;none;embeddings;1
 gpt2, all but the last block frozen;gpt2;zeros;all-but-last:1;1
-gpt2, all but the last block frozen, set_to_none;gpt2;none;all-but-last:1;1
++gpt2, all but the last block frozen, set_to_none;gpt2;none;all-but-last:1;1
 gpt2, the last block frozen;gpt2;zeros;blocks:1-1;1
 gpt2, the norms frozen;gpt2;zeros;*.ln_*;1
-gpt2, all but the norms frozen;gpt2;none;re:(attn|mlp|wte|wpe);1
++gpt2, all but the norms frozen;gpt2;none;re:(attn|mlp|wte|wpe);1
 gpt2, c_attn frozen;gpt2;none;*.c_attn.*;1
 gpt2, all but the tied head and wpe frozen;gpt2;zeros;re:^transformer\.(h|ln_f)\.;1
 llama, embeddings frozen;llama;zeros;embeddings;1
-llama, embeddings frozen, set_to_none;llama;none;embeddings;1
++llama, embeddings frozen, set_to_none;llama;none;embeddings;1
 llama, all but the last layer frozen;llama;zeros;all-but-last:1;1
-llama, all but the last layer frozen, set_to_none;llama;none;all-but-last:1;1
-llama, the last layer frozen;llama;none;blocks:1-1;1
++llama, all but the last layer frozen, set_to_none;llama;none;all-but-last:1;1
++llama, the last layer frozen;llama;none;blocks:1-1;1
 llama, the norms frozen;llama;none;*layernorm*;1
 llama, all but the norms frozen;llama;zeros;re:(proj|embed_tokens|lm_head);1
-llama, q_proj frozen;llama;zeros;*.q_proj.*;1
++llama, q_proj frozen;llama;zeros;*.q_proj.*;1
 llama, all but the head frozen;llama;none;re:^model\.;1
-qwen2, embeddings frozen;qwen2;zeros;embeddings;1
-qwen2, all but the last layer frozen, set_to_none;qwen2;none;all-but-last:1;1
++qwen2, embeddings frozen;qwen2;zeros;embeddings;1
++qwen2, all but the last layer frozen, set_to_none;qwen2;none;all-but-last:1;1
 qwen2, q_proj frozen (weight and bias);qwen2;zeros;re:\.q_proj\.;1
 qwen2, the q/k/v weights frozen, their biases trained;qwen2;none;re:(q|k|v)_proj\.weight;1
-qwen3, all but the last layer frozen, set_to_none;qwen3;none;all-but-last:1;1
-qwen3, all but the last layer frozen;qwen3;zeros;all-but-last:1;1
++qwen3, all but the last layer frozen, set_to_none;qwen3;none;all-but-last:1;1
++qwen3, all but the last layer frozen;qwen3;zeros;all-but-last:1;1
 qwen3, q_norm and k_norm frozen;qwen3;none;*_norm*;1
 qwen3, q_proj frozen over a frozen input (q_norm's weight alone trained);qwen3;zeros;re:(embed|input_layernorm|q_proj);1
 phi3, the first layer frozen;phi3;zeros;blocks:0-0;1
-phi3, all but the last layer frozen, set_to_none;phi3;none;all-but-last:1;1
++phi3, all but the last layer frozen, set_to_none;phi3;none;all-but-last:1;1
 phi3, qkv_proj frozen;phi3;zeros;re:qkv_proj;1
-phi3, gate_up_proj frozen;phi3;none;re:gate_up_proj;1
++phi3, gate_up_proj frozen;phi3;none;re:gate_up_proj;1
 DDP N = 2, gpt2, embeddings frozen;gpt2;zeros;embeddings;2
 DDP N = 2, qwen3, the first layer frozen, set_to_none;qwen3;none;blocks:0-0;2
-DDP N = 2, phi3, qkv_proj frozen;phi3;zeros;re:qkv_proj;2
-DDP N = 2, llama, all but the last layer frozen, set_to_none;llama;none;all-but-last:1;2
++DDP N = 2, phi3, qkv_proj frozen;phi3;zeros;re:qkv_proj;2
++DDP N = 2, llama, all but the last layer frozen, set_to_none;llama;none;all-but-last:1;2
 autocast: gpt2, embeddings frozen (the tied head with them);gpt2;zeros;embeddings;1;amp-bf16
-autocast: gpt2, c_attn frozen;gpt2;none;*.c_attn.*;1;amp-bf16
++autocast: gpt2, c_attn frozen;gpt2;none;*.c_attn.*;1;amp-bf16
 autocast: llama, all but the last layer frozen;llama;none;all-but-last:1;1;amp-bf16
 autocast: llama, o_proj frozen;llama;zeros;re:o_proj;1;amp-bf16
 autocast: qwen2, the q/k/v weights frozen, their biases trained;qwen2;none;re:(q|k|v)_proj\.weight;1;amp-bf16
-autocast: phi3, qkv_proj frozen;phi3;zeros;re:qkv_proj;1;amp-bf16
++autocast: phi3, qkv_proj frozen;phi3;zeros;re:qkv_proj;1;amp-bf16
 autocast: DDP N = 2, gpt2, embeddings frozen;gpt2;zeros;embeddings;2;amp-bf16
 checkpointed: gpt2, embeddings frozen (the hook's leaf and its grad held to the graph's end);gpt2;zeros;embeddings;1;fp32;full
-checkpointed: gpt2, the last block frozen;gpt2;none;blocks:1-1;1;fp32;full
++checkpointed: gpt2, the last block frozen;gpt2;none;blocks:1-1;1;fp32;full
 checkpointed: llama, embeddings frozen, set_to_none;llama;none;embeddings;1;fp32;full
 checkpointed: llama, all but the last layer frozen;llama;zeros;all-but-last:1;1;fp32;full
-checkpointed: phi3, embeddings frozen;phi3;none;embeddings;1;fp32;full
++checkpointed: phi3, embeddings frozen;phi3;none;embeddings;1;fp32;full
 checkpointed: DDP N = 2, llama, embeddings frozen;llama;zeros;embeddings;2;fp32;full
 checkpointed: autocast: gpt2, embeddings frozen;gpt2;zeros;embeddings;1;amp-bf16;full
 checkpointed: autocast: llama, all but the last layer frozen, set_to_none;llama;none;all-but-last:1;1;amp-bf16;full
 2.6: gpt2, embeddings frozen;gpt2;none;embeddings;1
 2.6: gpt2, all but the last block frozen, zeros;gpt2;zeros;all-but-last:1;1
-2.6: gpt2, c_attn frozen;gpt2;none;*.c_attn.*;1
++2.6: gpt2, c_attn frozen;gpt2;none;*.c_attn.*;1
 2.6: llama, embeddings frozen;llama;none;embeddings;1
 2.6: llama, all but the last layer frozen;llama;none;all-but-last:1;1
-2.6: llama, all but the norms frozen, zeros;llama;zeros;re:(proj|embed_tokens|lm_head);1
++2.6: llama, all but the norms frozen, zeros;llama;zeros;re:(proj|embed_tokens|lm_head);1
 2.6: qwen2, the q/k/v weights frozen, their biases trained;qwen2;none;re:(q|k|v)_proj\.weight;1
-2.6: qwen3, all but the last layer frozen, zeros;qwen3;zeros;all-but-last:1;1
-2.6: phi3, the first layer frozen;phi3;none;blocks:0-0;1
++2.6: qwen3, all but the last layer frozen, zeros;qwen3;zeros;all-but-last:1;1
++2.6: phi3, the first layer frozen;phi3;none;blocks:0-0;1
 2.6: phi3, qkv_proj frozen, zeros;phi3;zeros;re:qkv_proj;1
 2.6: DDP N = 2, gpt2, embeddings frozen;gpt2;none;embeddings;2
 2.6: DDP N = 2, llama, all but the last layer frozen, zeros;llama;zeros;all-but-last:1;2
 2.6: autocast: gpt2, embeddings frozen;gpt2;none;embeddings;1;amp-bf16
 2.6: autocast: llama, all but the last layer frozen, zeros;llama;zeros;all-but-last:1;1;amp-bf16
-2.6: sdpa: gpt2, embeddings frozen;gpt2;none;embeddings;1
++2.6: sdpa: gpt2, embeddings frozen;gpt2;none;embeddings;1
 2.6: sdpa: gpt2, all but the last block frozen (block 0's flash kernel makes no node), zeros;gpt2;zeros;all-but-last:1;1
 2.6: sdpa: llama, all but the last layer frozen (layer 0's math path keeps nothing);llama;none;all-but-last:1;1
 2.6: sdpa: llama, k_proj frozen over a frozen input (the math path's bmm keeps k^T alone), zeros;llama;zeros;re:(embed|input_layernorm|k_proj);1
 2.6: sdpa: llama, 4 k/v heads, k_proj frozen over a frozen input (the flash kernel's dk made and let go);llamamha;none;re:(embed|input_layernorm|k_proj);1
-2.6: sdpa: qwen2, the q/k/v weights frozen, their biases trained;qwen2;none;re:(q|k|v)_proj\.weight;1
-2.6: sdpa: phi3, qkv_proj frozen, zeros;phi3;zeros;re:qkv_proj;1
++2.6: sdpa: qwen2, the q/k/v weights frozen, their biases trained;qwen2;none;re:(q|k|v)_proj\.weight;1
++2.6: sdpa: phi3, qkv_proj frozen, zeros;phi3;zeros;re:qkv_proj;1
 2.6: sdpa: autocast: gpt2, embeddings frozen (the flash kernel's bf16 output, c_proj's operand as it is);gpt2;none;embeddings;1;amp-bf16
 2.6: sdpa: autocast: checkpointed: gpt2, embeddings frozen, zeros;gpt2;zeros;embeddings;1;amp-bf16;full
 2.6: sdpa: autocast: llama, 4 k/v heads, k_proj frozen over a frozen input (k's bf16 copy without a ToCopyBackward), zeros;llamamha;zeros;re:(embed|input_layernorm|k_proj);1;amp-bf16
@@ -227,6 +227,8 @@ for phase in add check; do
 	[ $phase = check ] && ft_run hf hf_torch.py
 	while IFS=';' read -r label m zg pat world prec rc; do
 		[ -n "$label" ] || continue
+		torch_row "$label" || continue
+		label=$(torch_label "$label")
 		set --
 		wrapper=none
 		if [ "$world" = 2 ]; then

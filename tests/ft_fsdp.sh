@@ -85,7 +85,8 @@ z="--seq 32 --batch 2 --schemes zero3 --steps 3 --framework torch --wrapper fsdp
 # amp-fp16: --amp fp16, the same under ShardedGradScaler, 2.6;
 # zero2: ft_torch.py --fsdp-strategy shard_grad_op, zerosim's --schemes zero2)
 case_() {
-	label=$1 m=$2 K=$3 zg=$4 ns=$5 world=${6:-2} prec=${7:-fp32} scheme=${8:-zero3}
+	torch_row "$1" || return 0
+	label=$(torch_label "$1") m=$2 K=$3 zg=$4 ns=$5 world=${6:-2} prec=${7:-fp32} scheme=${8:-zero3}
 	amp=
 	case $prec in amp-bf16) amp="--amp bf16" ;; amp-fp16) amp="--amp fp16" ;; esac
 	strategy=full_shard
@@ -120,7 +121,7 @@ case_() {
 case_ fsdp2-gpt2-k2-zeros-nosync gpt2 2 zeros on
 case_ fsdp2-gpt2-k2-zeros-sync gpt2 2 zeros off
 if [ "$mode" != torch26 ]; then
-	case_ fsdp2-llama-k3-none-nosync llama 3 none on
+	case_ +fsdp2-llama-k3-none-nosync llama 3 none on
 	# N = 3, K = 3 (the review's run): three shards, two micro-steps in no_sync()
 	case_ fsdp3-gpt2-k3-zeros-nosync gpt2 3 zeros on 3
 fi
@@ -130,7 +131,7 @@ fi
 # PyTorch's [3, 0]); without, each micro-step's post-backward hook frees
 # them and the next gathers
 case_ fsdp2-zero2-gpt2-k2-zeros-nosync gpt2 2 zeros on 2 fp32 zero2
-[ "$mode" = torch26 ] || case_ fsdp2-zero2-llama-k2-none-sync llama 2 none off 2 fp32 zero2
+[ "$mode" = torch26 ] || case_ +fsdp2-zero2-llama-k2-none-sync llama 2 none off 2 fp32 zero2
 # autocast around the forward (no FSDP MixedPrecision): each unit's
 # parameters are views of its gathered flat parameter, no leaves, so
 # autocast caches none of their bf16 casts (a copy at every use; a bias's

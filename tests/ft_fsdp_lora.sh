@@ -146,7 +146,8 @@ EOF
 # one python3, tests/batch_torch.py; each case's ranks spawned by it),
 # phase check compares case $i's JSON with zerosim's theory and measure.
 case_() {
-	label=$1 m=$2 K=$3 zg=$4 ns=$5 prec=$6 scheme=$7
+	torch_row "$1" || return 0
+	label=$(torch_label "$1") m=$2 K=$3 zg=$4 ns=$5 prec=$6 scheme=$7
 	shift 7
 	i=$((i + 1))
 	if [ "$phase" = add ]; then
@@ -199,7 +200,7 @@ i=0
 [ $phase = check ] && ft_run ft ft_torch.py
 case_ fsdp2-lora-llama-k1-zeros llama 1 zeros on fp32 zero3 --lora-r 4
 $all case_ fsdp2-lora-llama-k2-none-nosync llama 2 none on fp32 zero3 --lora-r 4
-$all case_ fsdp2-lora-gpt2-k2-zeros-sync gpt2 2 zeros off fp32 zero3 --lora-r 4
+$all case_ +fsdp2-lora-gpt2-k2-zeros-sync gpt2 2 zeros off fp32 zero3 --lora-r 4
 case_ fsdp2-freeze-llama-k2-none-nosync llama 2 none on fp32 zero3 --freeze blocks:0-0
 # the root and block 0 frozen: block 0's output requires no grad, so 1.13
 # registers no pre-backward hook on it (no second gather)
@@ -209,7 +210,7 @@ $all case_ fsdp2-freeze-prefix-llama-k1-zeros llama 1 zeros on fp32 zero3 \
 # mask saved for backward), and the last block frozen without no_sync()
 # (block 1's unit runs no reduce-scatter; block 0's sharded grads add up)
 $all case_ fsdp2-lora-dropout-llama-k1-zeros llama 1 zeros on fp32 zero3 --lora-r 4 --lora-dropout 0.1
-$all case_ fsdp2-freeze-last-gpt2-k2-none-sync gpt2 2 none off fp32 zero3 --freeze blocks:1-1
+$all case_ +fsdp2-freeze-last-gpt2-k2-none-sync gpt2 2 none off fp32 zero3 --freeze blocks:1-1
 # autocast (no FSDP MixedPrecision): the adapters' units' views cast at
 # every use (no cache), the frozen base's too
 $all case_ fsdp2-amp-lora-llama-k1-zeros llama 1 zeros on amp-bf16 zero3 --lora-r 4
@@ -220,8 +221,8 @@ $all case_ fsdp2-amp-lora-llama-k1-zeros llama 1 zeros on amp-bf16 zero3 --lora-
 # frozen prefix) keeps it for good, gathered once, in step 1
 $all case_ fsdp2-zero2-lora-llama-k2-none-nosync llama 2 none on fp32 zero2 --lora-r 4
 case_ fsdp2-zero2-lora-gpt2-k2-zeros-sync gpt2 2 zeros off fp32 zero2 --lora-r 4
-$all case_ fsdp2-zero2-freeze-llama-k2-none-nosync llama 2 none on fp32 zero2 --freeze blocks:0-0
-case_ fsdp2-zero2-freeze-prefix-llama-k1-zeros llama 1 zeros on fp32 zero2 \
+$all case_ +fsdp2-zero2-freeze-llama-k2-none-nosync llama 2 none on fp32 zero2 --freeze blocks:0-0
+case_ +fsdp2-zero2-freeze-prefix-llama-k1-zeros llama 1 zeros on fp32 zero2 \
 	--freeze 'model.embed_tokens.weight,model.layers.0.*,model.norm.weight,lm_head.weight'
 # frozen adapters (--freeze with --lora-r): PEFT's lambda policy asks
 # requires_grad when FSDP wraps, after the freezing, so a frozen lora_A or
@@ -229,13 +230,13 @@ case_ fsdp2-zero2-freeze-prefix-llama-k1-zeros llama 1 zeros on fp32 zero2 \
 # (block 0's q_proj and v_proj adapters with its base); every lora_A
 # frozen, each lora_B a trained unit over it
 case_ fsdp2-lora-frozen0-llama-k2-none-nosync llama 2 none on fp32 zero3 --lora-r 4 --freeze blocks:0-0
-case_ fsdp2-zero2-lora-frozenA-gpt2-k2-zeros-sync gpt2 2 zeros off fp32 zero2 --lora-r 4 --freeze re:lora_A
+case_ +fsdp2-zero2-lora-frozenA-gpt2-k2-zeros-sync gpt2 2 zeros off fp32 zero2 --lora-r 4 --freeze re:lora_A
 # QLoRA (--quant-base nf4; 2.6 alone: bitsandbytes 0.47.0 needs torch >=
 # 2.2): ft_torch.py's Linear4bit with quant_storage float32 under --fsdp,
 # the codes flattened into each block's frozen unit, the quant state
 # whole on every rank (docs/finetune.md, "QLoRA under FSDP"); llama q, v,
 # and gpt2 all-linear (Conv1D, biased) with double quantization, K = 2
-$only26 case_ fsdp2-qlora-llama-k1-zeros llama 1 zeros on fp32 zero3 --lora-r 4 --quant-base nf4
+$only26 case_ +fsdp2-qlora-llama-k1-zeros llama 1 zeros on fp32 zero3 --lora-r 4 --quant-base nf4
 $only26 case_ fsdp2-qlora-gpt2-dq-k2-none-nosync gpt2 2 none on fp32 zero3 --lora-r 4 --lora-targets all-linear \
 	--quant-base nf4 --double-quant on
 # QLoRA loaded in bf16 (--load-dtype bf16, PEFT's run_peft_qlora_fsdp.sh
@@ -256,7 +257,7 @@ $only26 case_ fsdp2-qlora-bf16-llama-dq-k2-none-nosync llama 2 none on fp32 zero
 # llama's with the embeddings (the root's unit mixed too: the table frozen
 # beside the trained norm and head)
 $only26 case_ fsdp2-orig-attn-gpt2-k1-none gpt2 1 none on fp32 zero3 --freeze re:attn --fsdp-orig-params on
-$only26 case_ fsdp2-orig-emb-llama-k1-zeros llama 1 zeros on fp32 zero3 --freeze 'embeddings,re:self_attn' \
+$only26 case_ +fsdp2-orig-emb-llama-k1-zeros llama 1 zeros on fp32 zero3 --freeze 'embeddings,re:self_attn' \
 	--fsdp-orig-params on
 # and its losses: zerosim's run as a case (it carries the --freeze),
 # trained by PyTorch 2.6 with use_orig_params

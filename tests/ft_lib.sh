@@ -62,9 +62,12 @@ JSON
 
 # ft_version LABEL: the PyTorch release a case of a loop runs under, 2.6
 # for a label "2.6: ...", else 1.13; fails (the case skipped) where it is
-# not this run's (`torch26` mode runs the 2.6 cases alone, else 1.13's).
+# not this run's (`torch26` mode runs the 2.6 cases alone, else 1.13's),
+# and for a row of the full agreement alone ("+2.6: ...", "+...":
+# tests/torch_python.sh's torch_row) outside make check-torch-full.
 ft_version() {
-	case $1 in 2.6:*) v=2.6 ;; *) v=1.13 ;; esac
+	torch_row "$1" || return 1
+	case ${1#+} in 2.6:*) v=2.6 ;; *) v=1.13 ;; esac
 	[ "$mode" = torch26 ] && [ $v = 1.13 ] && return 1
 	[ "$mode" != torch26 ] && [ $v = 2.6 ] && return 1
 	echo $v

@@ -277,21 +277,21 @@ ft_lora_losses() {
 # compares)
 cat >"$tmp/cases" <<'CASES'
 gpt2, default target (c_attn), zeros;gpt2;zeros;1;1;-;--lora-r 4
-gpt2, default target (c_attn), set_to_none;gpt2;none;1;1;-;--lora-r 4
++gpt2, default target (c_attn), set_to_none;gpt2;none;1;1;-;--lora-r 4
 gpt2, all-linear;gpt2;none;1;1;-;--lora-r 4 --lora-targets all-linear
 gpt2, two named layers, alpha 16;gpt2;zeros;1;1;-;--lora-r 2 --lora-alpha 16 --lora-targets c_fc,attn.c_proj
 gpt2, default target, K = 2;gpt2;none;2;1;-;--lora-r 4
 llama, default targets (q_proj, v_proj), zeros;llama;zeros;1;1;-;--lora-r 4
-llama, default targets, set_to_none;llama;none;1;1;-;--lora-r 4
++llama, default targets, set_to_none;llama;none;1;1;-;--lora-r 4
 llama, all-linear r = 8;llama;zeros;1;1;-;--lora-r 8 --lora-targets all-linear
-llama, all-linear r = 8, set_to_none;llama;none;1;1;-;--lora-r 8 --lora-targets all-linear
++llama, all-linear r = 8, set_to_none;llama;none;1;1;-;--lora-r 8 --lora-targets all-linear
 llama, default targets, K = 2;llama;zeros;2;1;-;--lora-r 4
-mistral, default targets (q_proj, v_proj);mistral;zeros;1;1;-;--lora-r 4
++mistral, default targets (q_proj, v_proj);mistral;zeros;1;1;-;--lora-r 4
 qwen2, default targets (biased q_proj, v_proj);qwen2;zeros;1;1;-;--lora-r 4
-qwen2, all-linear;qwen2;none;1;1;-;--lora-r 4 --lora-targets all-linear
++qwen2, all-linear;qwen2;none;1;1;-;--lora-r 4 --lora-targets all-linear
 qwen2, tied head, default targets, seq 2, batch 1 (the set-up's peak holds no head weight of its own);qwen2t;none;1;1;-;--lora-r 4 --seq 2 --batch 1
 qwen3, default targets (q_proj, v_proj: q_norm over a q that requires grad);qwen3;zeros;1;1;-;--lora-r 4
-qwen3, all-linear;qwen3;none;1;1;-;--lora-r 4 --lora-targets all-linear
++qwen3, all-linear;qwen3;none;1;1;-;--lora-r 4 --lora-targets all-linear
 phi3, qkv_proj (fused);phi3;zeros;1;1;-;--lora-r 4 --lora-targets qkv_proj
 phi3, all-linear (gate_up_proj fused);phi3;none;1;1;-;--lora-r 4 --lora-targets all-linear
 gpt2, all-linear, dropout 0.1;gpt2;zeros;1;1;-;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1
@@ -301,44 +301,44 @@ qwen2, all-linear, dropout 0.1 (biased q, k, v);qwen2;none;1;1;-;--lora-r 4 --lo
 2.6: gpt2, all-linear, zeros;gpt2;zeros;1;1;-;--lora-r 4 --lora-targets all-linear
 2.6: llama, default targets;llama;none;1;1;-;--lora-r 4
 2.6: llama, all-linear r = 8, zeros;llama;zeros;1;1;-;--lora-r 8 --lora-targets all-linear
-2.6: qwen3, default targets;qwen3;none;1;1;-;--lora-r 4
-2.6: qwen2, default targets, zeros;qwen2;zeros;1;1;-;--lora-r 4
-2.6: phi3, qkv_proj, zeros;phi3;zeros;1;1;-;--lora-r 4 --lora-targets qkv_proj
++2.6: qwen3, default targets;qwen3;none;1;1;-;--lora-r 4
++2.6: qwen2, default targets, zeros;qwen2;zeros;1;1;-;--lora-r 4
++2.6: phi3, qkv_proj, zeros;phi3;zeros;1;1;-;--lora-r 4 --lora-targets qkv_proj
 2.6: gpt2, all-linear, dropout 0.1;gpt2;none;1;1;-;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1
 autocast: gpt2, default target (c_attn);gpt2;none;1;1;-;--lora-r 4
 autocast: gpt2, all-linear, dropout 0.1;gpt2;zeros;1;1;-;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1
 autocast: llama, default targets, K = 2;llama;zeros;2;1;-;--lora-r 4
 autocast: llama, all-linear (o_proj's and down_proj's bf16 input cast to fp32);llama;none;1;1;-;--lora-r 4 --lora-targets all-linear
-autocast: qwen2, default targets (biased q_proj, v_proj);qwen2;zeros;1;1;-;--lora-r 4
-autocast: phi3, all-linear;phi3;none;1;1;-;--lora-r 4 --lora-targets all-linear
++autocast: qwen2, default targets (biased q_proj, v_proj);qwen2;zeros;1;1;-;--lora-r 4
++autocast: phi3, all-linear;phi3;none;1;1;-;--lora-r 4 --lora-targets all-linear
 2.6: autocast: llama, all-linear;llama;none;1;1;-;--lora-r 4 --lora-targets all-linear
 2.6: QLoRA: gpt2, all-linear (Conv1D, biased), zeros;gpt2;zeros;1;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4
 2.6: autocast: QLoRA: llama, default targets, zeros;llama;zeros;1;1;-;--lora-r 4 --quant-base nf4
 2.6: autocast: QLoRA: llama, all-linear, double quant, K = 2;llama;none;2;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on
-2.6: autocast: QLoRA: qwen2, default targets (biased q, v: the bias's bf16 copy a call);qwen2;zeros;1;1;-;--lora-r 4 --quant-base nf4
-2.6: autocast: QLoRA: phi3, all-linear (fused), double quant;phi3;none;1;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on
++2.6: autocast: QLoRA: qwen2, default targets (biased q, v: the bias's bf16 copy a call);qwen2;zeros;1;1;-;--lora-r 4 --quant-base nf4
++2.6: autocast: QLoRA: phi3, all-linear (fused), double quant;phi3;none;1;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on
 2.6: autocast: QLoRA: wide MLP, T = 4, B = 1 (the dequantized fp32 weight and its bf16 copy at the peak);wide;none;1;1;-;--lora-r 4 --quant-base nf4 --seq 4 --batch 1
 2.6: QLoRA loaded in bf16: llama, default targets, zeros;llama;zeros;1;1;-;--lora-r 4 --quant-base nf4 --load-dtype bf16
-2.6: QLoRA loaded in bf16: llama, all-linear, double quant, K = 2;llama;none;2;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --load-dtype bf16
++2.6: QLoRA loaded in bf16: llama, all-linear, double quant, K = 2;llama;none;2;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --load-dtype bf16
 2.6: QLoRA loaded in bf16: wide MLP, T = 4, B = 1 (the dequantized bf16 weight at the peak);wide;none;1;1;-;--lora-r 4 --quant-base nf4 --seq 4 --batch 1 --load-dtype bf16
 2.6: DDP N = 2, QLoRA loaded in bf16: llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4 --quant-base nf4 --load-dtype bf16
-2.6: autocast: QLoRA loaded in bf16: llama, default targets, zeros (the fp32 adapters' linears alone cast);llama;zeros;1;1;-;--lora-r 4 --quant-base nf4 --load-dtype bf16
++2.6: autocast: QLoRA loaded in bf16: llama, default targets, zeros (the fp32 adapters' linears alone cast);llama;zeros;1;1;-;--lora-r 4 --quant-base nf4 --load-dtype bf16
 2.6: autocast: QLoRA loaded in bf16: llama, all-linear, double quant, K = 2;llama;none;2;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --load-dtype bf16
 2.6: checkpointed: QLoRA loaded in bf16: llama, default targets, zeros;llama;zeros;1;1;-;--lora-r 4 --quant-base nf4 --load-dtype bf16 --recompute full
 2.6: checkpointed: autocast: QLoRA loaded in bf16: llama, all-linear, K = 2 (the recipe: bf16-loaded, bf16=True, gradient checkpointing);llama;none;2;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4 --load-dtype bf16 --recompute full
 2.6: checkpointed: autocast: DDP N = 2, QLoRA loaded in bf16: llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4 --quant-base nf4 --load-dtype bf16 --recompute full
 DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4
 DDP N = 2, llama q_proj + v_proj, K = 2, without no_sync, set_to_none;llama;none;2;2;off;--lora-r 4
-DDP N = 2, gpt2 c_attn, K = 2, no_sync, set_to_none;gpt2;none;2;2;on;--lora-r 4
++DDP N = 2, gpt2 c_attn, K = 2, no_sync, set_to_none;gpt2;none;2;2;on;--lora-r 4
 DDP N = 2, llama q_proj + v_proj, seq 16: the peak is the set-up's (DDP's broadcast copy of every parameter, frozen ones too);llama;zeros;1;2;off;--lora-r 4 --seq 16
-DDP N = 2, llama q_proj + v_proj, dropout 0.2, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4 --lora-dropout 0.2
++DDP N = 2, llama q_proj + v_proj, dropout 0.2, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4 --lora-dropout 0.2
 DDP N = 2, big llama (hidden 1024, 8 layers), seq 2: three broadcast buckets, two in flight at the set-up's peak;big;zeros;1;2;off;--lora-r 4 --seq 2 --batch 1
 checkpointed: gpt2, default target, zeros;gpt2;zeros;1;1;-;--lora-r 4 --recompute full
 checkpointed: llama, all-linear r = 8, K = 2, set_to_none;llama;none;2;1;-;--lora-r 8 --lora-targets all-linear --recompute full
-checkpointed: phi3, qkv_proj (fused), zeros;phi3;zeros;1;1;-;--lora-r 4 --lora-targets qkv_proj --recompute full
++checkpointed: phi3, qkv_proj (fused), zeros;phi3;zeros;1;1;-;--lora-r 4 --lora-targets qkv_proj --recompute full
 checkpointed: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4 --recompute full
 checkpointed: gpt2, all-linear, dropout 0.1 (the rerun's masks the forward's), zeros;gpt2;zeros;1;1;-;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1 --recompute full
-checkpointed: DDP N = 2, llama q_proj + v_proj, dropout 0.2, K = 2, no_sync, set_to_none;llama;none;2;2;on;--lora-r 4 --lora-dropout 0.2 --recompute full
++checkpointed: DDP N = 2, llama q_proj + v_proj, dropout 0.2, K = 2, no_sync, set_to_none;llama;none;2;2;on;--lora-r 4 --lora-dropout 0.2 --recompute full
 checkpointed: autocast: llama, all-linear, zeros;llama;zeros;1;1;-;--lora-r 4 --lora-targets all-linear --recompute full
 checkpointed: autocast: gpt2, all-linear, dropout 0.1, set_to_none;gpt2;none;1;1;-;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1 --recompute full
 non-reentrant: gpt2, all-linear, dropout 0.1, zeros;gpt2;zeros;1;1;-;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1 --recompute full --recompute-impl non-reentrant
@@ -346,32 +346,32 @@ non-reentrant: llama, all-linear r = 8, K = 2, set_to_none;llama;none;2;1;-;--lo
 non-reentrant: autocast: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, set_to_none;llama;none;2;2;on;--lora-r 4 --recompute full --recompute-impl non-reentrant
 2.6: non-reentrant: llama, all-linear r = 8, K = 2 (down_proj's adapter: its MulBackward0 before the rerun, the early stop before the rerun's number);llama;none;2;1;-;--lora-r 8 --lora-targets all-linear --recompute full --recompute-impl non-reentrant
 2.6: non-reentrant: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, zeros (each adapter's number kept by the forward's node);llama;zeros;2;2;on;--lora-r 4 --recompute full --recompute-impl non-reentrant
-2.6: non-reentrant: autocast: gpt2, all-linear, dropout 0.1, set_to_none;gpt2;none;1;1;-;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1 --recompute full --recompute-impl non-reentrant
++2.6: non-reentrant: autocast: gpt2, all-linear, dropout 0.1, set_to_none;gpt2;none;1;1;-;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1 --recompute full --recompute-impl non-reentrant
 2.6: non-reentrant: autocast: QLoRA loaded in bf16: llama, all-linear, K = 2 (TRL's checkpointing, PEFT's fp32 adapters);llama;none;2;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4 --load-dtype bf16 --recompute full --recompute-impl non-reentrant
 2.6: bf16 adapters: QLoRA loaded in bf16: llama, default targets, zeros (TRL's cast: the adapters, their grads and Adam state bf16);llama;zeros;1;1;-;--lora-r 4 --quant-base nf4 --load-dtype bf16 --lora-dtype bf16
-2.6: bf16 adapters: autocast: QLoRA loaded in bf16: llama, all-linear, double quant, K = 2 (autocast casts nothing);llama;none;2;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --load-dtype bf16 --lora-dtype bf16
++2.6: bf16 adapters: autocast: QLoRA loaded in bf16: llama, all-linear, double quant, K = 2 (autocast casts nothing);llama;none;2;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --load-dtype bf16 --lora-dtype bf16
 2.6: bf16 adapters: non-reentrant: autocast: QLoRA loaded in bf16: llama, all-linear, K = 2 (TRL's recipe);llama;none;2;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4 --load-dtype bf16 --lora-dtype bf16 --recompute full --recompute-impl non-reentrant
 2.6: bf16 adapters: non-reentrant: autocast: DDP N = 2, QLoRA loaded in bf16: llama q_proj + v_proj, K = 2, no_sync, zeros (a bf16 bucket);llama;zeros;2;2;on;--lora-r 4 --quant-base nf4 --load-dtype bf16 --lora-dtype bf16 --recompute full --recompute-impl non-reentrant
 plain loop, llama q_proj + v_proj, K = 2, set_to_none;llama;none;2;1;-;--lora-r 4
 frozen adapters: gpt2 c_attn, block 0's (--freeze blocks:0-0), zeros;gpt2;zeros;1;1;-;--lora-r 4 --freeze blocks:0-0
 frozen adapters: llama q_proj + v_proj, block 1's, K = 2, set_to_none;llama;none;2;1;-;--lora-r 4 --freeze blocks:1-1
-frozen adapters: DDP N = 2, llama q_proj + v_proj, block 0's, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4 --freeze blocks:0-0
++frozen adapters: DDP N = 2, llama q_proj + v_proj, block 0's, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4 --freeze blocks:0-0
 frozen adapters by name alone: llama q_proj + v_proj, every lora_A (lora_B trained over it), set_to_none;llama;none;1;1;-;--lora-r 4 --freeze re:lora_A
 autocast: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4
 2.6: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, set_to_none, six buckets;llama;none;2;2;on;--lora-r 4 --bucket-cap 0.0009
-2.6: DDP N = 2, gpt2 c_attn, K = 2, without no_sync, zeros;gpt2;zeros;2;2;off;--lora-r 4
++2.6: DDP N = 2, gpt2 c_attn, K = 2, without no_sync, zeros;gpt2;zeros;2;2;off;--lora-r 4
 2.6: sdpa: gpt2, default target (c_attn: the flash kernel over q, k, v of the adapted split);gpt2;none;1;1;-;--lora-r 4
 2.6: sdpa: gpt2, all-linear, dropout 0.1, zeros;gpt2;zeros;1;1;-;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1
 2.6: sdpa: llama, default targets (layer 0's k requires no grad: the math path's bmm keeps k^T alone), zeros;llama;zeros;1;1;-;--lora-r 4
-2.6: sdpa: llama, all-linear r = 8;llama;none;1;1;-;--lora-r 8 --lora-targets all-linear
++2.6: sdpa: llama, all-linear r = 8;llama;none;1;1;-;--lora-r 8 --lora-targets all-linear
 2.6: sdpa: llama, 4 k/v heads, default targets (the flash kernel's dk made and let go);llamamha;none;1;1;-;--lora-r 4
-2.6: sdpa: qwen3, default targets (q_norm);qwen3;zeros;1;1;-;--lora-r 4
-2.6: sdpa: llama, default targets, K = 2;llama;none;2;1;-;--lora-r 4
++2.6: sdpa: qwen3, default targets (q_norm);qwen3;zeros;1;1;-;--lora-r 4
++2.6: sdpa: llama, default targets, K = 2;llama;none;2;1;-;--lora-r 4
 2.6: sdpa: QLoRA: gpt2, all-linear, zeros;gpt2;zeros;1;1;-;--lora-r 4 --lora-targets all-linear --quant-base nf4
-2.6: sdpa: QLoRA: llama, default targets;llama;none;1;1;-;--lora-r 4 --quant-base nf4
++2.6: sdpa: QLoRA: llama, default targets;llama;none;1;1;-;--lora-r 4 --quant-base nf4
 2.6: sdpa: autocast: gpt2, default target (the bf16 flash kernel over the adapted c_attn);gpt2;none;1;1;-;--lora-r 4
 2.6: sdpa: autocast: llama, 4 k/v heads, default targets (q's and k's bf16 copies), zeros;llamamha;zeros;1;1;-;--lora-r 4
-2.6: sdpa: autocast: checkpointed: gpt2, default target (c_attn), zeros;gpt2;zeros;1;1;-;--lora-r 4 --recompute full
++2.6: sdpa: autocast: checkpointed: gpt2, default target (c_attn), zeros;gpt2;zeros;1;1;-;--lora-r 4 --recompute full
 2.6: sdpa: autocast: checkpointed: llama, 4 k/v heads, all-linear;llamamha;none;1;1;-;--lora-r 4 --lora-targets all-linear --recompute full
 2.6: fp16: gpt2, default target (c_attn), set_to_none;gpt2;none;1;1;-;--lora-r 4
 2.6: fp16: llama, all-linear, K = 2 (each micro-step's scaled loss / K), zeros;llama;zeros;2;1;-;--lora-r 4 --lora-targets all-linear
@@ -385,6 +385,7 @@ for phase in add check; do
 	while IFS=';' read -r label m zg K world ns args; do
 		[ -n "$label" ] || continue
 		version=$(ft_version "$label") || continue
+		label=$(torch_label "$label")
 		rargs=$args zargs="--wrapper none" cmp=--lora prec=fp32 ft_attn=eager
 		# "sdpa:" in the label: transformers' SDPA on both sides (2.6;
 		# ft_attn: tests/ft_lib.sh's ft_case reads it)

@@ -54,23 +54,23 @@ ft_configs 1024 176
 cat >"$tmp/cases" <<'CASES'
 gpt2, frozen embeddings, zeros;gpt2;zeros;1;2;-;fp32;--freeze embeddings
 llama, all-but-last:1, set_to_none;llama;none;1;2;-;fp32;--freeze all-but-last:1
-gpt2 LoRA c_attn r 4, set_to_none;gpt2;none;1;2;-;fp32;--lora-r 4
++gpt2 LoRA c_attn r 4, set_to_none;gpt2;none;1;2;-;fp32;--lora-r 4
 llama LoRA q_proj + v_proj r 4, K = 2, no_sync, zeros;llama;zeros;2;2;on;fp32;--lora-r 4
-gpt2, K = 2, no_sync, set_to_none;gpt2;none;2;2;on;fp32;
++gpt2, K = 2, no_sync, set_to_none;gpt2;none;2;2;on;fp32;
 llama, frozen embeddings, K = 2, without no_sync, zeros;llama;zeros;2;2;off;fp32;--freeze embeddings
 N = 3, llama, frozen embeddings and block 0, K = 2, without no_sync, zeros;llama;zeros;2;3;off;fp32;--freeze embeddings,blocks:0-0
 N = 3, gpt2 LoRA all-linear r 4, dropout 0.1, K = 3, no_sync, set_to_none;gpt2;none;3;3;on;fp32;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1
 autocast: llama LoRA q_proj + v_proj r 4, K = 2, no_sync, zeros;llama;zeros;2;2;on;amp-bf16;--lora-r 4
-autocast: gpt2, frozen embeddings, set_to_none;gpt2;none;1;2;-;amp-bf16;--freeze embeddings
++autocast: gpt2, frozen embeddings, set_to_none;gpt2;none;1;2;-;amp-bf16;--freeze embeddings
 autocast: N = 3, gpt2, K = 2, without no_sync, zeros;gpt2;zeros;2;3;off;amp-bf16;
 checkpointed: gpt2, frozen embeddings, K = 2, no_sync, zeros;gpt2;zeros;2;2;on;fp32;--freeze embeddings --recompute full
-checkpointed: llama LoRA q_proj + v_proj r 4, set_to_none;llama;none;1;2;-;fp32;--lora-r 4 --recompute full
-checkpointed: N = 3, llama, K = 2, without no_sync, zeros;llama;zeros;2;3;off;fp32;--recompute full
++checkpointed: llama LoRA q_proj + v_proj r 4, set_to_none;llama;none;1;2;-;fp32;--lora-r 4 --recompute full
++checkpointed: N = 3, llama, K = 2, without no_sync, zeros;llama;zeros;2;3;off;fp32;--recompute full
 checkpointed: autocast: gpt2, frozen embeddings, set_to_none;gpt2;none;1;2;-;amp-bf16;--freeze embeddings --recompute full
 non-reentrant: llama LoRA q_proj + v_proj r 4, K = 2, no_sync, set_to_none;llama;none;2;2;on;fp32;--lora-r 4 --recompute full --recompute-impl non-reentrant
 2.6: non-reentrant: gpt2, frozen embeddings, K = 2, no_sync, zeros;gpt2;zeros;2;2;on;fp32;--freeze embeddings --recompute full --recompute-impl non-reentrant
 2.6: llama LoRA q_proj + v_proj r 4, K = 2, no_sync, set_to_none;llama;none;2;2;on;fp32;--lora-r 4
-2.6: gpt2, all-but-last:1, K = 2, without no_sync, zeros;gpt2;zeros;2;2;off;fp32;--freeze all-but-last:1
++2.6: gpt2, all-but-last:1, K = 2, without no_sync, zeros;gpt2;zeros;2;2;off;fp32;--freeze all-but-last:1
 2.6: fp16: llama LoRA q_proj + v_proj r 4, K = 2, no_sync, zeros;llama;zeros;2;2;on;amp-fp16;--lora-r 4
 2.6: fp16: N = 3, gpt2, K = 2, without no_sync, zeros;gpt2;zeros;2;3;off;amp-fp16;
 CASES
@@ -80,6 +80,7 @@ for phase in add check; do
 	while IFS=';' read -r label m zg K world ns prec args; do
 		[ -n "$label" ] || continue
 		version=$(ft_version "$label") || continue
+		label=$(torch_label "$label")
 		zargs=$args rargs=$args
 		[ "$K" -gt 1 ] && zargs="$zargs --ddp-no-sync $ns"
 		case $prec in amp-bf16) rargs="$rargs --amp bf16" ;; amp-fp16) rargs="$rargs --amp fp16" ;; esac

@@ -410,91 +410,91 @@ if [ "${1:-}" = torch26 ]; then
 		[ $phase = check ] && ft_run hf hf_torch.py
 		for case in \
 			"gpt2|tiny-gpt2|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
-			"gpt2-zeros|tiny-gpt2|--zero-grad zeros|--wrapper none --optimizer-impl single --zero-grad zeros" \
-			"gpt2-foreach|tiny-gpt2|--zero-grad none --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad none" \
+			"+gpt2-zeros|tiny-gpt2|--zero-grad zeros|--wrapper none --optimizer-impl single --zero-grad zeros" \
+			"+gpt2-foreach|tiny-gpt2|--zero-grad none --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad none" \
 			"gpt2-fused|tiny-gpt2|--zero-grad none --optimizer-impl fused|--wrapper none --optimizer-impl fused --zero-grad none" \
 			"gpt2-sdpa|tiny-gpt2|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
 			"gpt2-dropout|tiny-gpt2-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \
 			"gpt2-sdpa-dropout-ev|tiny-gpt2-drop|--zero-grad none --dropout config --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
-			"gpt2-sdpa-dropout-zeros-foreach|tiny-gpt2-drop|--zero-grad zeros --optimizer-impl foreach --dropout config --attn sdpa|--wrapper none --optimizer-impl foreach --zero-grad zeros --attn sdpa" \
+			"+gpt2-sdpa-dropout-zeros-foreach|tiny-gpt2-drop|--zero-grad zeros --optimizer-impl foreach --dropout config --attn sdpa|--wrapper none --optimizer-impl foreach --zero-grad zeros --attn sdpa" \
 			"ddp2-gpt2-sdpa-dropout|tiny-gpt2-drop|--zero-grad none --ddp 2 --dropout config --attn sdpa|--wrapper ddp --optimizer-impl single --zero-grad none --attn sdpa" \
 			"llama-gqa-sdpa-dropout-ev|tiny-llama-drop|--zero-grad none --dropout config --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
 			"gpt2-ckpt|tiny-gpt2|--zero-grad none --recompute full|--wrapper none --optimizer-impl single --zero-grad none --recompute full" \
-			"llama-ckpt-zeros|tiny-llama|--zero-grad zeros --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --recompute full" \
+			"+llama-ckpt-zeros|tiny-llama|--zero-grad zeros --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --recompute full" \
 			"ddp2-llama-ckpt|tiny-llama|--zero-grad none --ddp 2 --recompute full|--wrapper ddp --optimizer-impl single --zero-grad none --recompute full" \
-			"gpt2-sdpa-ckpt-zeros|tiny-gpt2|--zero-grad zeros --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --recompute full" \
+			"+gpt2-sdpa-ckpt-zeros|tiny-gpt2|--zero-grad zeros --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --recompute full" \
 			"llama-mha-sdpa-ckpt|tiny-llama-mha|--zero-grad none --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --recompute full" \
 			"llama|tiny-llama|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
 			"llama-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
-			"llama-dropout|tiny-llama-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \
+			"+llama-dropout|tiny-llama-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \
 			"llama-mha-sdpa|tiny-llama-mha|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
-			"llama-mha-sdpa-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa" \
+			"+llama-mha-sdpa-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa" \
 			"llama-gqa-sdpa|tiny-llama|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
-			"llama-gqa-sdpa-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --attn sdpa|--wrapper none --optimizer-impl foreach --zero-grad zeros --attn sdpa" \
+			"+llama-gqa-sdpa-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --attn sdpa|--wrapper none --optimizer-impl foreach --zero-grad zeros --attn sdpa" \
 			"qwen2|tiny-qwen2|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
-			"qwen2-zeros|tiny-qwen2|--zero-grad zeros|--wrapper none --optimizer-impl single --zero-grad zeros" \
+			"+qwen2-zeros|tiny-qwen2|--zero-grad zeros|--wrapper none --optimizer-impl single --zero-grad zeros" \
 			"qwen3|tiny-qwen3|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
-			"qwen3-zeros-foreach|tiny-qwen3|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
+			"+qwen3-zeros-foreach|tiny-qwen3|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
 			"phi3|tiny-phi3|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
-			"phi3-zeros|tiny-phi3|--zero-grad zeros|--wrapper none --optimizer-impl single --zero-grad zeros" \
-			"qwen2-sdpa|tiny-qwen2|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
+			"+phi3-zeros|tiny-phi3|--zero-grad zeros|--wrapper none --optimizer-impl single --zero-grad zeros" \
+			"+qwen2-sdpa|tiny-qwen2|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
 			"qwen3-sdpa-zeros|tiny-qwen3|--zero-grad zeros --attn sdpa|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa" \
-			"phi3-sdpa|tiny-phi3|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
+			"+phi3-sdpa|tiny-phi3|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
 			"gpt2-sdpa-amp-bf16|tiny-gpt2|--zero-grad none --attn sdpa --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16" \
-			"gpt2-sdpa-amp-bf16-zeros-foreach|tiny-gpt2|--zero-grad zeros --optimizer-impl foreach --attn sdpa --amp bf16|--wrapper none --optimizer-impl foreach --zero-grad zeros --attn sdpa --precision amp-bf16" \
+			"+gpt2-sdpa-amp-bf16-zeros-foreach|tiny-gpt2|--zero-grad zeros --optimizer-impl foreach --attn sdpa --amp bf16|--wrapper none --optimizer-impl foreach --zero-grad zeros --attn sdpa --precision amp-bf16" \
 			"llama-mha-sdpa-amp-bf16|tiny-llama-mha|--zero-grad none --attn sdpa --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16" \
-			"llama-mha-sdpa-amp-bf16-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa --amp bf16|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-bf16" \
+			"+llama-mha-sdpa-amp-bf16-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa --amp bf16|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-bf16" \
 			"ddp2-gpt2-sdpa-amp-bf16|tiny-gpt2|--zero-grad none --ddp 2 --attn sdpa --amp bf16|--wrapper ddp --optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16" \
 			"qwen3-mha-sdpa-amp-bf16|tiny-qwen3-mha|--zero-grad none --attn sdpa --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16" \
 			"gpt2-sdpa-amp-bf16-ckpt|tiny-gpt2|--zero-grad none --attn sdpa --amp bf16 --recompute full|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16 --recompute full" \
-			"llama-mha-sdpa-amp-bf16-ckpt-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa --amp bf16 --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-bf16 --recompute full" \
+			"+llama-mha-sdpa-amp-bf16-ckpt-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa --amp bf16 --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-bf16 --recompute full" \
 			"ddp2-llama-mha-sdpa-amp-bf16-ckpt|tiny-llama-mha|--zero-grad none --ddp 2 --attn sdpa --amp bf16 --recompute full|--wrapper ddp --optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16 --recompute full" \
-			"ddp2-llama-mha-sdpa-amp-bf16-zeros|tiny-llama-mha|--zero-grad zeros --ddp 2 --attn sdpa --amp bf16|--wrapper ddp --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-bf16" \
+			"+ddp2-llama-mha-sdpa-amp-bf16-zeros|tiny-llama-mha|--zero-grad zeros --ddp 2 --attn sdpa --amp bf16|--wrapper ddp --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-bf16" \
 			"ddp2-gpt2|tiny-gpt2|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
-			"ddp2-gpt2-zeros|tiny-gpt2|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros" \
+			"+ddp2-gpt2-zeros|tiny-gpt2|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros" \
 			"ddp2-llama|tiny-llama|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
-			"ddp2-llama-zeros|tiny-llama|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros" \
+			"+ddp2-llama-zeros|tiny-llama|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros" \
 			"ddp2-gpt2-buckets|tiny-gpt2-wide|--zero-grad none --ddp 2 --bucket-cap-mb 0.25|--wrapper ddp --optimizer-impl single --zero-grad none --bucket-cap 0.25" \
 			"gpt2-amp-bf16|tiny-gpt2|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
-			"gpt2-amp-bf16-zeros-foreach|tiny-gpt2|--zero-grad zeros --optimizer-impl foreach --amp bf16|--wrapper none --optimizer-impl foreach --zero-grad zeros --precision amp-bf16" \
+			"+gpt2-amp-bf16-zeros-foreach|tiny-gpt2|--zero-grad zeros --optimizer-impl foreach --amp bf16|--wrapper none --optimizer-impl foreach --zero-grad zeros --precision amp-bf16" \
 			"ddp2-gpt2-amp-bf16|tiny-gpt2|--zero-grad none --ddp 2 --amp bf16|--wrapper ddp --optimizer-impl single --zero-grad none --precision amp-bf16" \
 			"llama-amp-bf16|tiny-llama|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
-			"qwen2-amp-bf16|tiny-qwen2|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
-			"qwen3-amp-bf16-zeros|tiny-qwen3|--zero-grad zeros --amp bf16|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
-			"phi3-amp-bf16|tiny-phi3|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
+			"+qwen2-amp-bf16|tiny-qwen2|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
+			"+qwen3-amp-bf16-zeros|tiny-qwen3|--zero-grad zeros --amp bf16|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
+			"+phi3-amp-bf16|tiny-phi3|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
 			"phi3-dropout|tiny-phi3-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \
 			"phi3-mha-batch1|tiny-phi3-mha|--zero-grad zeros --batch 1|--wrapper none --optimizer-impl single --zero-grad zeros --batch 1" \
 			"llama-mqa-batch1|tiny-llama-mqa|--zero-grad zeros --batch 1|--wrapper none --optimizer-impl single --zero-grad zeros --batch 1" \
 			"gemma2|tiny-gemma2|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
-			"gemma2-zeros-foreach|tiny-gemma2|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
+			"+gemma2-zeros-foreach|tiny-gemma2|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
 			"gemma3_text|tiny-gemma3_text|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
-			"gemma3_text-zeros-foreach|tiny-gemma3_text|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
+			"+gemma3_text-zeros-foreach|tiny-gemma3_text|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
 			"ddp2-gemma3_text|tiny-gemma3_text|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
 			"gemma3_text-sdpa|tiny-gemma3_text-w48|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
-			"gemma3_text-sdpa-zeros-foreach|tiny-gemma3_text-w48|--zero-grad zeros --optimizer-impl foreach --attn sdpa|--wrapper none --optimizer-impl foreach --zero-grad zeros --attn sdpa" \
+			"+gemma3_text-sdpa-zeros-foreach|tiny-gemma3_text-w48|--zero-grad zeros --optimizer-impl foreach --attn sdpa|--wrapper none --optimizer-impl foreach --zero-grad zeros --attn sdpa" \
 			"gemma3_text-mha-sdpa|tiny-gemma3_text-mha-w48|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
 			"fsdp2-gpt2|tiny-gpt2|--zero-grad none --fsdp 2|--wrapper fsdp --optimizer-impl single --zero-grad none" \
 			"fsdp2-llama-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --fsdp 2|--wrapper fsdp --optimizer-impl foreach --zero-grad zeros" \
 			"fsdp3-gpt2-backward-pre|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre" \
-			"fsdp2-gemma2-zeros|tiny-gemma2|--zero-grad zeros --fsdp 2|--wrapper fsdp --optimizer-impl single --zero-grad zeros" \
+			"+fsdp2-gemma2-zeros|tiny-gemma2|--zero-grad zeros --fsdp 2|--wrapper fsdp --optimizer-impl single --zero-grad zeros" \
 			"fsdp2-gpt2-ckpt|tiny-gpt2|--zero-grad none --fsdp 2 --recompute full|--wrapper fsdp --optimizer-impl single --zero-grad none --recompute full" \
-			"fsdp2-llama-ckpt-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --fsdp 2 --recompute full|--wrapper fsdp --optimizer-impl foreach --zero-grad zeros --recompute full" \
-			"fsdp3-gpt2-backward-pre-ckpt|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre --recompute full|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre --recompute full" \
+			"+fsdp2-llama-ckpt-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --fsdp 2 --recompute full|--wrapper fsdp --optimizer-impl foreach --zero-grad zeros --recompute full" \
+			"+fsdp3-gpt2-backward-pre-ckpt|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre --recompute full|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre --recompute full" \
 			"gpt2-dropout-ckpt|tiny-gpt2-drop|--zero-grad none --dropout config --recompute full|--wrapper none --optimizer-impl single --zero-grad none --recompute full" \
-			"llama-dropout-ckpt-zeros|tiny-llama-drop|--zero-grad zeros --dropout config --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --recompute full" \
+			"+llama-dropout-ckpt-zeros|tiny-llama-drop|--zero-grad zeros --dropout config --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --recompute full" \
 			"gpt2-amp-bf16-ckpt|tiny-gpt2|--zero-grad none --amp bf16 --recompute full|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16 --recompute full" \
-			"llama-amp-bf16-ckpt-zeros|tiny-llama|--zero-grad zeros --amp bf16 --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full" \
+			"+llama-amp-bf16-ckpt-zeros|tiny-llama|--zero-grad zeros --amp bf16 --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full" \
 			"fsdp2-zero2-llama-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --fsdp 2 --fsdp-strategy shard_grad_op|--wrapper fsdp --optimizer-impl foreach --zero-grad zeros" \
 			"fsdp3-zero2-gpt2-backward-pre|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre --fsdp-strategy shard_grad_op|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre" \
 			"gemma2-ckpt|tiny-gemma2|--zero-grad none --recompute full|--wrapper none --optimizer-impl single --zero-grad none --recompute full" \
-			"gemma3_text-ckpt-zeros-foreach|tiny-gemma3_text|--zero-grad zeros --optimizer-impl foreach --recompute full|--wrapper none --optimizer-impl foreach --zero-grad zeros --recompute full" \
-			"ddp2-gemma3_text-ckpt|tiny-gemma3_text|--zero-grad none --ddp 2 --recompute full|--wrapper ddp --optimizer-impl single --zero-grad none --recompute full" \
+			"+gemma3_text-ckpt-zeros-foreach|tiny-gemma3_text|--zero-grad zeros --optimizer-impl foreach --recompute full|--wrapper none --optimizer-impl foreach --zero-grad zeros --recompute full" \
+			"+ddp2-gemma3_text-ckpt|tiny-gemma3_text|--zero-grad none --ddp 2 --recompute full|--wrapper ddp --optimizer-impl single --zero-grad none --recompute full" \
 			"gemma3_text-mha-sdpa-ckpt|tiny-gemma3_text-mha-w48|--zero-grad none --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --recompute full" \
 			"llama-sdpa-ckpt|tiny-llama|--zero-grad none --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --recompute full" \
-			"phi3-sdpa-ckpt-zeros|tiny-phi3|--zero-grad zeros --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --recompute full" \
+			"+phi3-sdpa-ckpt-zeros|tiny-phi3|--zero-grad zeros --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --recompute full" \
 			"ddp2-llama-ckpt-steps2|tiny-llama|--zero-grad none --ddp 2 --recompute full --steps 2|--wrapper ddp --optimizer-impl single --zero-grad none --recompute full --steps 2" \
 			"gpt2-nonreentrant-ckpt|tiny-gpt2|--zero-grad none --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad none --recompute full --recompute-impl non-reentrant" \
-			"gpt2-nonreentrant-ckpt-dropout-zeros|tiny-gpt2-drop|--zero-grad zeros --dropout config --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad zeros --recompute full --recompute-impl non-reentrant" \
+			"+gpt2-nonreentrant-ckpt-dropout-zeros|tiny-gpt2-drop|--zero-grad zeros --dropout config --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad zeros --recompute full --recompute-impl non-reentrant" \
 			"llama-nonreentrant-ckpt-dropout|tiny-llama-drop|--zero-grad none --dropout config --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad none --recompute full --recompute-impl non-reentrant" \
 			"ddp2-gpt2-nonreentrant-ckpt|tiny-gpt2|--zero-grad none --ddp 2 --recompute full --recompute-impl non-reentrant|--wrapper ddp --optimizer-impl single --zero-grad none --recompute full --recompute-impl non-reentrant" \
 			"gemma2-nonreentrant-ckpt|tiny-gemma2|--zero-grad none --recompute full --recompute-impl non-reentrant|--wrapper none --optimizer-impl single --zero-grad none --recompute full --recompute-impl non-reentrant" \
@@ -503,19 +503,21 @@ if [ "${1:-}" = torch26 ]; then
 			"gpt2-trainer|tiny-gpt2|--zero-grad none --keep-logits 0|--wrapper none --optimizer-impl single --zero-grad none --logits dropped" \
 			"llama-trainer-amp-bf16-zeros|tiny-llama|--zero-grad zeros --amp bf16 --keep-logits 0|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-bf16 --logits dropped" \
 			"gpt2-sdpa-trainer-amp-bf16|tiny-gpt2|--zero-grad none --attn sdpa --amp bf16 --keep-logits 0|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16 --logits dropped" \
-			"llama-mha-sdpa-trainer-amp-bf16-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa --amp bf16 --keep-logits 0|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-bf16 --logits dropped" \
+			"+llama-mha-sdpa-trainer-amp-bf16-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa --amp bf16 --keep-logits 0|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-bf16 --logits dropped" \
 			"gpt2-amp-fp16|tiny-gpt2|--zero-grad none --amp fp16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-fp16" \
-			"gpt2-amp-fp16-zeros-foreach|tiny-gpt2|--zero-grad zeros --optimizer-impl foreach --amp fp16|--wrapper none --optimizer-impl foreach --zero-grad zeros --precision amp-fp16" \
+			"+gpt2-amp-fp16-zeros-foreach|tiny-gpt2|--zero-grad zeros --optimizer-impl foreach --amp fp16|--wrapper none --optimizer-impl foreach --zero-grad zeros --precision amp-fp16" \
 			"llama-amp-fp16|tiny-llama|--zero-grad none --amp fp16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-fp16" \
 			"ddp2-gpt2-amp-fp16|tiny-gpt2|--zero-grad none --ddp 2 --amp fp16|--wrapper ddp --optimizer-impl single --zero-grad none --precision amp-fp16" \
 			"ddp2-llama-amp-fp16-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --ddp 2 --amp fp16|--wrapper ddp --optimizer-impl foreach --zero-grad zeros --precision amp-fp16" \
-			"gpt2-sdpa-amp-fp16|tiny-gpt2|--zero-grad none --attn sdpa --amp fp16|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --precision amp-fp16" \
+			"+gpt2-sdpa-amp-fp16|tiny-gpt2|--zero-grad none --attn sdpa --amp fp16|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --precision amp-fp16" \
 			"llama-mha-sdpa-amp-fp16-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa --amp fp16|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-fp16" \
 			"gpt2-amp-fp16-ckpt|tiny-gpt2|--zero-grad none --amp fp16 --recompute full|--wrapper none --optimizer-impl single --zero-grad none --precision amp-fp16 --recompute full" \
-			"llama-mha-sdpa-trainer-amp-fp16-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa --amp fp16 --keep-logits 0|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-fp16 --logits dropped" \
+			"+llama-mha-sdpa-trainer-amp-fp16-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa --amp fp16 --keep-logits 0|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-fp16 --logits dropped" \
 			"llama-frozen-amp-fp16-zeros|tiny-llama|--zero-grad zeros --amp fp16 --freeze all-but-last:1|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-fp16 --freeze all-but-last:1" \
-			"phi3-amp-fp16|tiny-phi3|--zero-grad none --amp fp16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-fp16"
+			"+phi3-amp-fp16|tiny-phi3|--zero-grad none --amp fp16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-fp16"
 		do
+			torch_row "$case" || continue
+			case=$(torch_label "$case")
 			label=${case%%|*} rest=${case#*|}
 			cfg=${rest%%|*} rest=${rest#*|}
 			targs=${rest%%|*} zargs=${rest#*|}
@@ -586,10 +588,12 @@ EOF
 		# torch's zero1 (ZeroRedundancyOptimizer over DDP) as above, 2.6's
 		for case in \
 			"zero1-2-gpt2|tiny-gpt2|2|--zero-grad none|--optimizer-impl single --zero-grad none" \
-			"zero1-2-llama-zeros-foreach|tiny-llama|2|--zero-grad zeros --optimizer-impl foreach|--optimizer-impl foreach --zero-grad zeros" \
+			"+zero1-2-llama-zeros-foreach|tiny-llama|2|--zero-grad zeros --optimizer-impl foreach|--optimizer-impl foreach --zero-grad zeros" \
 			"zero1-3-gpt2-fused-optimizer-peak|tiny-gpt2|3|--zero-grad none --optimizer-impl fused --seq 4 --batch 1|--optimizer-impl fused --zero-grad none --seq 4 --batch 1" \
 			"zero1-2-gpt2-sdpa-amp-bf16|tiny-gpt2|2|--zero-grad none --attn sdpa --amp bf16|--optimizer-impl single --zero-grad none --attn sdpa --precision amp-bf16"
 		do
+			torch_row "$case" || continue
+			case=$(torch_label "$case")
 			label=${case%%|*} rest=${case#*|}
 			cfg=${rest%%|*} rest=${rest#*|}
 			N=${rest%%|*} rest=${rest#*|}
@@ -649,7 +653,8 @@ fsdp="--framework torch --wrapper fsdp --torch-version 1.13 --torch-device cpu -
 # hf_case CASE: one case of the loop below, in its phase (add: the
 # references join the batches; check: compared)
 hf_case() {
-	case=$1
+	torch_row "$1" || return 0
+	case=$(torch_label "$1")
 	label=${case%%|*} rest=${case#*|}
 	targs=${rest%%|*} zargs=${rest#*|}
 	i=$((i + 1)) j=$((j + 1))
@@ -817,12 +822,14 @@ z1="--torch-version 1.13 --optimizer-impl"
 hf_zero1_cases() {
 	for case in \
 		"zero1-2-gpt2|tiny-gpt2|2|--zero-grad zeros|$z1 single --zero-grad zeros" \
-		"zero1-2-llama|tiny-llama|2|--zero-grad zeros|$z1 single --zero-grad zeros" \
+		"+zero1-2-llama|tiny-llama|2|--zero-grad zeros|$z1 single --zero-grad zeros" \
 		"zero1-3-gpt2|tiny-gpt2|3|--zero-grad zeros|$z1 single --zero-grad zeros" \
 		"zero1-5-llama-foreach-optimizer-peak|tiny-llama|5|--zero-grad zeros --optimizer-impl foreach --seq 4 --batch 1|$z1 foreach --zero-grad zeros --seq 4 --batch 1" \
 		"zero1-3-gpt2-optimizer-peak|tiny-gpt2|3|--zero-grad none --seq 4 --batch 1|$z1 single --zero-grad none --seq 4 --batch 1" \
 		"zero1-2-gpt2-amp-bf16|tiny-gpt2|2|--zero-grad zeros --amp bf16|$z1 single --zero-grad zeros --precision amp-bf16"
 	do
+		torch_row "$case" || continue
+		case=$(torch_label "$case")
 		label=${case%%|*} rest=${case#*|}
 		cfg=${rest%%|*} rest=${rest#*|}
 		N=${rest%%|*} rest=${rest#*|}
@@ -857,89 +864,89 @@ for phase in add check; do
 		"gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 		"gpt2-untied|--model $tmp/tiny-gpt2.json --untied --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 		"llama|--model $tmp/tiny-llama.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
-		"llama-tied|--model $tmp/tiny-llama.json --tied --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+		"+llama-tied|--model $tmp/tiny-llama.json --tied --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 		"gpt2-foreach|--model $tmp/tiny-gpt2.json --zero-grad zeros --optimizer-impl foreach|$plain --optimizer-impl foreach --zero-grad zeros" \
 		"llama-set_to_none|--model $tmp/tiny-llama.json --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
 		"gpt2-batch1|--model $tmp/tiny-gpt2.json --batch 1 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 		"ddp2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
 		"ddp2-llama|--model $tmp/tiny-llama.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
-		"ddp2-llama-foreach|--model $tmp/tiny-llama.json --zero-grad zeros --ddp 2 --optimizer-impl foreach|$ddp --optimizer-impl foreach --zero-grad zeros" \
-		"ddp2-gpt2-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --ddp 2|$ddp --optimizer-impl single --zero-grad none" \
+		"+ddp2-llama-foreach|--model $tmp/tiny-llama.json --zero-grad zeros --ddp 2 --optimizer-impl foreach|$ddp --optimizer-impl foreach --zero-grad zeros" \
+		"+ddp2-gpt2-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --ddp 2|$ddp --optimizer-impl single --zero-grad none" \
 		"ddp2-gpt2-buckets|--model $tmp/tiny-gpt2-wide.json --zero-grad zeros --ddp 2 --bucket-cap-mb 0.25|$ddp --optimizer-impl single --zero-grad zeros --bucket-cap 0.25" \
 		"fsdp2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
 		"fsdp2-llama|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
-		"fsdp2-gpt2-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --fsdp 2|$fsdp --optimizer-impl single --zero-grad none" \
-		"fsdp2-llama-foreach|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2 --optimizer-impl foreach|$fsdp --optimizer-impl foreach --zero-grad zeros" \
+		"+fsdp2-gpt2-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --fsdp 2|$fsdp --optimizer-impl single --zero-grad none" \
+		"+fsdp2-llama-foreach|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2 --optimizer-impl foreach|$fsdp --optimizer-impl foreach --zero-grad zeros" \
 		"fsdp3-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 3|$fsdp --optimizer-impl single --zero-grad zeros" \
-		"fsdp2-qwen2|--model $tmp/tiny-qwen2.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
-		"fsdp2-phi3|--model $tmp/tiny-phi3.json --zero-grad none --fsdp 2|$fsdp --optimizer-impl single --zero-grad none" \
+		"+fsdp2-qwen2|--model $tmp/tiny-qwen2.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
+		"+fsdp2-phi3|--model $tmp/tiny-phi3.json --zero-grad none --fsdp 2|$fsdp --optimizer-impl single --zero-grad none" \
 		"gpt2-dropout|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 		"llama-dropout|--model $tmp/tiny-llama-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 		"qwen2|--model $tmp/tiny-qwen2.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
-		"qwen2-set_to_none|--model $tmp/tiny-qwen2.json --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
+		"+qwen2-set_to_none|--model $tmp/tiny-qwen2.json --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
 		"qwen3|--model $tmp/tiny-qwen3.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 		"qwen3-tied-foreach|--model $tmp/tiny-qwen3.json --tied --zero-grad zeros --optimizer-impl foreach|$plain --optimizer-impl foreach --zero-grad zeros" \
 		"phi3|--model $tmp/tiny-phi3.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
-		"phi3-tied-set_to_none|--model $tmp/tiny-phi3.json --tied --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
+		"+phi3-tied-set_to_none|--model $tmp/tiny-phi3.json --tied --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
 		"gpt2-amp-bf16|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
-		"gpt2-untied-amp-bf16-set_to_none|--model $tmp/tiny-gpt2-untied.json --amp bf16 --zero-grad none|$plain --optimizer-impl single --zero-grad none --precision amp-bf16" \
+		"+gpt2-untied-amp-bf16-set_to_none|--model $tmp/tiny-gpt2-untied.json --amp bf16 --zero-grad none|$plain --optimizer-impl single --zero-grad none --precision amp-bf16" \
 		"ddp2-gpt2-amp-bf16|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
-		"ddp2-llama-amp-bf16|--model $tmp/tiny-llama.json --amp bf16 --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
-		"ddp2-qwen3|--model $tmp/tiny-qwen3.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
+		"+ddp2-llama-amp-bf16|--model $tmp/tiny-llama.json --amp bf16 --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
+		"+ddp2-qwen3|--model $tmp/tiny-qwen3.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
 		"llama-amp-bf16|--model $tmp/tiny-llama.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
-		"qwen2-amp-bf16|--model $tmp/tiny-qwen2.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
-		"qwen3-amp-bf16-set_to_none|--model $tmp/tiny-qwen3.json --amp bf16 --zero-grad none|$plain --optimizer-impl single --zero-grad none --precision amp-bf16" \
-		"phi3-amp-bf16|--model $tmp/tiny-phi3.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
+		"+qwen2-amp-bf16|--model $tmp/tiny-qwen2.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
+		"+qwen3-amp-bf16-set_to_none|--model $tmp/tiny-qwen3.json --amp bf16 --zero-grad none|$plain --optimizer-impl single --zero-grad none --precision amp-bf16" \
+		"+phi3-amp-bf16|--model $tmp/tiny-phi3.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
 		"phi3-dropout|--model $tmp/tiny-phi3-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 		"gemma2|--model $tmp/tiny-gemma2.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
-		"gemma2-untied-set_to_none|--model $tmp/tiny-gemma2.json --untied --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
+		"+gemma2-untied-set_to_none|--model $tmp/tiny-gemma2.json --untied --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
 		"ddp2-gemma2|--model $tmp/tiny-gemma2.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
-		"fsdp2-gemma2|--model $tmp/tiny-gemma2.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
+		"+fsdp2-gemma2|--model $tmp/tiny-gemma2.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
 		"gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
-		"gemma3_text-cap-untied-set_to_none|--model $tmp/tiny-gemma3_text-cap.json --untied --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
+		"+gemma3_text-cap-untied-set_to_none|--model $tmp/tiny-gemma3_text-cap.json --untied --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
 		"ddp2-gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
-		"fsdp2-gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
+		"+fsdp2-gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
 		"fsdp2-gpt2-ckpt-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --fsdp 2 --recompute full|$fsdp --optimizer-impl single --zero-grad none --recompute full" \
 		"gpt2-nonreentrant-ckpt|--model $tmp/tiny-gpt2.json --zero-grad zeros --recompute full --recompute-impl non-reentrant|$plain --optimizer-impl single --zero-grad zeros --recompute full --recompute-impl non-reentrant" \
 		"llama-nonreentrant-ckpt-set_to_none|--model $tmp/tiny-llama.json --zero-grad none --recompute full --recompute-impl non-reentrant|$plain --optimizer-impl single --zero-grad none --recompute full --recompute-impl non-reentrant" \
 		"ddp2-llama-nonreentrant-ckpt-set_to_none|--model $tmp/tiny-llama.json --zero-grad none --ddp 2 --recompute full --recompute-impl non-reentrant|$ddp --optimizer-impl single --zero-grad none --recompute full --recompute-impl non-reentrant" \
-		"fsdp2-gpt2-nonreentrant-ckpt|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 2 --recompute full --recompute-impl non-reentrant|$fsdp --optimizer-impl single --zero-grad zeros --recompute full --recompute-impl non-reentrant" \
+		"+fsdp2-gpt2-nonreentrant-ckpt|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 2 --recompute full --recompute-impl non-reentrant|$fsdp --optimizer-impl single --zero-grad zeros --recompute full --recompute-impl non-reentrant" \
 		"gemma3_text-nonreentrant-ckpt|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --recompute full --recompute-impl non-reentrant|$plain --optimizer-impl single --zero-grad zeros --recompute full --recompute-impl non-reentrant" \
 		"gpt2-trainer|--model $tmp/tiny-gpt2.json --zero-grad zeros --keep-logits 0|$plain --optimizer-impl single --zero-grad zeros --logits dropped" \
-		"llama-trainer-set_to_none|--model $tmp/tiny-llama.json --zero-grad none --keep-logits 0|$plain --optimizer-impl single --zero-grad none --logits dropped" \
+		"+llama-trainer-set_to_none|--model $tmp/tiny-llama.json --zero-grad none --keep-logits 0|$plain --optimizer-impl single --zero-grad none --logits dropped" \
 		"gpt2-trainer-amp-bf16|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros --keep-logits 0|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16 --logits dropped" \
-		"llama-trainer-amp-bf16-set_to_none|--model $tmp/tiny-llama.json --amp bf16 --zero-grad none --keep-logits 0|$plain --optimizer-impl single --zero-grad none --precision amp-bf16 --logits dropped" \
+		"+llama-trainer-amp-bf16-set_to_none|--model $tmp/tiny-llama.json --amp bf16 --zero-grad none --keep-logits 0|$plain --optimizer-impl single --zero-grad none --precision amp-bf16 --logits dropped" \
 		"fsdp2-llama-ckpt|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2 --recompute full|$fsdp --optimizer-impl single --zero-grad zeros --recompute full" \
 		"fsdp2-zero2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 2 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad zeros" \
-		"fsdp2-zero2-llama-set_to_none|--model $tmp/tiny-llama.json --zero-grad none --fsdp 2 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad none" \
+		"+fsdp2-zero2-llama-set_to_none|--model $tmp/tiny-llama.json --zero-grad none --fsdp 2 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad none" \
 		"fsdp3-zero2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 3 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad zeros" \
-		"fsdp2-zero2-gpt2-ckpt-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --fsdp 2 --fsdp-strategy shard_grad_op --recompute full|$fsdp --optimizer-impl single --zero-grad none --recompute full" \
-		"fsdp2-zero2-llama-ckpt|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2 --fsdp-strategy shard_grad_op --recompute full|$fsdp --optimizer-impl single --zero-grad zeros --recompute full" \
+		"+fsdp2-zero2-gpt2-ckpt-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --fsdp 2 --fsdp-strategy shard_grad_op --recompute full|$fsdp --optimizer-impl single --zero-grad none --recompute full" \
+		"+fsdp2-zero2-llama-ckpt|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2 --fsdp-strategy shard_grad_op --recompute full|$fsdp --optimizer-impl single --zero-grad zeros --recompute full" \
 		"gpt2-ckpt|--model $tmp/tiny-gpt2.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
-		"gpt2-untied-ckpt-set_to_none|--model $tmp/tiny-gpt2-untied.json --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
+		"+gpt2-untied-ckpt-set_to_none|--model $tmp/tiny-gpt2-untied.json --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
 		"gpt2-foreach-ckpt|--model $tmp/tiny-gpt2.json --zero-grad zeros --optimizer-impl foreach --recompute full|$plain --optimizer-impl foreach --zero-grad zeros --recompute full" \
 		"llama-ckpt|--model $tmp/tiny-llama.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
-		"llama-tied-ckpt-set_to_none|--model $tmp/tiny-llama.json --tied --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
+		"+llama-tied-ckpt-set_to_none|--model $tmp/tiny-llama.json --tied --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
 		"qwen3-foreach-ckpt|--model $tmp/tiny-qwen3.json --zero-grad zeros --optimizer-impl foreach --recompute full|$plain --optimizer-impl foreach --zero-grad zeros --recompute full" \
 		"phi3-ckpt|--model $tmp/tiny-phi3.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
-		"qwen2-ckpt-set_to_none|--model $tmp/tiny-qwen2.json --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
+		"+qwen2-ckpt-set_to_none|--model $tmp/tiny-qwen2.json --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
 		"ddp2-gpt2-buckets-ckpt|--model $tmp/tiny-gpt2-wide.json --zero-grad zeros --ddp 2 --bucket-cap-mb 0.25 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --bucket-cap 0.25 --recompute full" \
 		"gpt2-dropout-ckpt|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
-		"llama-dropout-ckpt-set_to_none|--model $tmp/tiny-llama-drop.json --dropout config --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
-		"phi3-dropout-ckpt|--model $tmp/tiny-phi3-drop.json --dropout config --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
+		"+llama-dropout-ckpt-set_to_none|--model $tmp/tiny-llama-drop.json --dropout config --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
+		"+phi3-dropout-ckpt|--model $tmp/tiny-phi3-drop.json --dropout config --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
 		"ddp2-gpt2-dropout-ckpt|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad zeros --ddp 2 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --recompute full" \
-		"fsdp2-gpt2-dropout-ckpt-set_to_none|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad none --fsdp 2 --recompute full|$fsdp --optimizer-impl single --zero-grad none --recompute full" \
+		"+fsdp2-gpt2-dropout-ckpt-set_to_none|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad none --fsdp 2 --recompute full|$fsdp --optimizer-impl single --zero-grad none --recompute full" \
 		"gpt2-amp-bf16-ckpt|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full" \
 		"llama-amp-bf16-ckpt-set_to_none|--model $tmp/tiny-llama.json --amp bf16 --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --precision amp-bf16 --recompute full" \
-		"qwen3-amp-bf16-ckpt|--model $tmp/tiny-qwen3.json --amp bf16 --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full" \
-		"phi3-amp-bf16-ckpt-set_to_none|--model $tmp/tiny-phi3.json --amp bf16 --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --precision amp-bf16 --recompute full" \
+		"+qwen3-amp-bf16-ckpt|--model $tmp/tiny-qwen3.json --amp bf16 --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full" \
+		"+phi3-amp-bf16-ckpt-set_to_none|--model $tmp/tiny-phi3.json --amp bf16 --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --precision amp-bf16 --recompute full" \
 		"ddp2-llama-amp-bf16-ckpt|--model $tmp/tiny-llama.json --amp bf16 --zero-grad zeros --ddp 2 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full" \
 		"gemma2-ckpt|--model $tmp/tiny-gemma2.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
-		"gemma2-untied-foreach-ckpt-set_to_none|--model $tmp/tiny-gemma2.json --untied --zero-grad none --optimizer-impl foreach --recompute full|$plain --optimizer-impl foreach --zero-grad none --recompute full" \
-		"ddp2-gemma2-ckpt|--model $tmp/tiny-gemma2.json --zero-grad zeros --ddp 2 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --recompute full" \
+		"+gemma2-untied-foreach-ckpt-set_to_none|--model $tmp/tiny-gemma2.json --untied --zero-grad none --optimizer-impl foreach --recompute full|$plain --optimizer-impl foreach --zero-grad none --recompute full" \
+		"+ddp2-gemma2-ckpt|--model $tmp/tiny-gemma2.json --zero-grad zeros --ddp 2 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --recompute full" \
 		"gemma3_text-ckpt|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
-		"gemma3_text-cap-untied-ckpt-set_to_none|--model $tmp/tiny-gemma3_text-cap.json --untied --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
-		"ddp2-gemma3_text-ckpt|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --ddp 2 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --recompute full"
+		"+gemma3_text-cap-untied-ckpt-set_to_none|--model $tmp/tiny-gemma3_text-cap.json --untied --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
+		"+ddp2-gemma3_text-ckpt|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --ddp 2 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --recompute full"
 	do
 		hf_case "$case"
 	done

@@ -351,12 +351,14 @@ check-torch-ref: zerosim$(EXEEXT)
 .PHONY: check-torch-ref
 # make check-torch: the agreement tests against real PyTorch 1.13 (those
 # that source tests/torch_python.sh; make check skips them), side by side
-# under make -j, the longest first (CPU seconds on one core, 2026-12-06:
-# 320, 131, 107, 105, 92, 78, 72, 68, then 16 or less); about 9 minutes on
-# 2 cores, once per CI run (.ci/run, ZS_REQUIRE_TORCH=1: no torch fails).
+# under make -j, the longest first (CPU seconds on one core, 2026-12-07,
+# every row (check-torch-full): 348, 167, 141, 129, 118, 109, 84, 76, 46,
+# then 23 or less; tests/batch_torch.py's ZS_CASE_TIMES gives each case's);
+# about 9 minutes on 2 cores with check-torch26 beside it, once per CI run
+# (.ci/run, ZS_REQUIRE_TORCH=1: no torch fails).
 # A test that sources torch_python.sh and is missing here fails it by name.
-TORCH_TESTS = tests/hf_torch.sh tests/ft_zero1.sh tests/ft_lora.sh tests/ft_accum.sh tests/ft_fsdp_lora.sh \
-	tests/ft_fsdp.sh tests/moe_hf_torch.sh tests/ft_freeze.sh tests/moe_model_torch.sh tests/ds_bf16_torch.sh \
+TORCH_TESTS = tests/hf_torch.sh tests/moe_hf_torch.sh tests/ft_zero1.sh tests/ft_lora.sh tests/ft_accum.sh \
+	tests/ft_fsdp_lora.sh tests/ft_fsdp.sh tests/ft_freeze.sh tests/moe_model_torch.sh tests/ds_bf16_torch.sh \
 	tests/fsdp_torch.sh tests/moe_torch.sh tests/tfm_torch.sh tests/ds3_torch.sh tests/torch_cache_check.sh \
 	tests/ds_ckpt_hooks.sh tests/ds_moe_torch.sh
 check-torch:
@@ -395,6 +397,14 @@ check-torch26-root:
 $(TORCH26_RUNS:%=check-torch26-%): check-torch26-root zerosim$(EXEEXT) tests/ag_events$(EXEEXT) tests/json_agree$(EXEEXT)
 	ZS_CHECK_TORCH=1 ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/$(@:check-torch26-%=%).sh torch26
 .PHONY: check-torch26 check-torch26-root $(TORCH26_RUNS:%=check-torch26-%)
+# make check-torch-full: check-torch and check-torch26 with every row of
+# their tables (ZS_TORCH_FULL=1): the rows marked "+" (tests/torch_python.sh's
+# torch_row: each a path another row of the same run takes, over another
+# family, zero_grad mode or K) run too; by hand, not in CI, about twice
+# CI's PyTorch step.
+check-torch-full:
+	ZS_TORCH_FULL=1 $(MAKE) $(AM_MAKEFLAGS) check-torch check-torch26
+.PHONY: check-torch-full
 TESTS += tests/theory_headline.sh
 EXTRA_DIST += tests/theory_headline.sh
 # measure --allocator cuda and --timeline's trace (ids, live blocks, every rank)

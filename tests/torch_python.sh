@@ -59,3 +59,19 @@ torch_pin_blas() {
 		export OPENBLAS_CORETYPE
 	fi
 }
+# torch_row LABEL: whether a row of the test's table runs. A label that
+# starts with "+" marks a row of the full agreement alone (make
+# check-torch-full, ZS_TORCH_FULL=1): a case whose every path another row
+# of the same run takes (the same framework, precision and PyTorch
+# release over another family, zero_grad mode or K), left out of make
+# check-torch and check-torch26 (CI's) to keep CI's PyTorch step within
+# its budget; the row's "+" is no part of its name (torch_label).
+torch_row() {
+	case $1 in
+	+*) [ "${ZS_TORCH_FULL:-0}" = 1 ] ;;
+	*) return 0 ;;
+	esac
+}
+torch_label() {
+	printf '%s\n' "${1#+}"
+}
