@@ -145,7 +145,7 @@ cases() {
 	done
 	case_ ddp2-gpt2-k2-nosync gpt2 2 zeros 2 on
 	case_ ddp2-llama-k2-none-nosync llama 2 none 2 on
-	case_ +ddp2-gpt2-k2-sync gpt2 2 zeros 2 off
+	case_ ddp2-gpt2-k2-sync gpt2 2 zeros 2 off
 	# with --freeze: the frozen parameters make no grad in any micro-step
 	case_ fz-gpt2-k2-zeros-emb gpt2 2 zeros 1 - embeddings
 	case_ +fz-gpt2-k2-none-abl1 gpt2 2 none 1 - all-but-last:1

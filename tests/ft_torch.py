@@ -927,7 +927,7 @@ def run(a, rank=0, world=1):
                 # unscale_ (found_inf, inv_scale and their replicas), the
                 # step unless an inf was found, then update()
                 scaler.step(opt)
-                scaler.update()
+                H.scaler_update(scaler, opt)  # (FSDP's found_inf let go on this thread)
             else:
                 opt.step()
             H.mark("phase:zero_grad")
