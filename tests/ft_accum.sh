@@ -111,6 +111,8 @@ case_() {
 		--comm --first || status=1
 }
 
+# (a row whose label starts with "+" runs under make check-torch-full alone:
+# tests/torch_python.sh's torch_row)
 cases() {
 	if [ $version = 2.6 ]; then
 		case_ gpt2-k2-none gpt2 2 none 1 -

@@ -145,6 +145,8 @@ refused() {
 # input_require_grads hook, on both sides)
 # (twice: phase add collects the cases' references into the batch $tmp/hf;
 # phase check runs the batches once and compares)
+# (a row whose label starts with "+" runs under make check-torch-full alone:
+# tests/torch_python.sh's torch_row)
 cat >"$tmp/cases" <<'CASES'
 gpt2, embeddings frozen (the tied head with them);gpt2;zeros;embeddings;1
 +gpt2, embeddings frozen, set_to_none;gpt2;none;embeddings;1

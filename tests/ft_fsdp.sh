@@ -116,6 +116,8 @@ case_() {
 	"$py" "$tmp/coll.py" "$@" "$ns" || status=1
 }
 
+# (a row whose label starts with "+" runs under make check-torch-full alone:
+# tests/torch_python.sh's torch_row)
 # (under torch26 the gpt2 pair and llama's autocast alone: check-torch26's
 # time; the others ran by hand, docs/finetune.md)
 case_ fsdp2-gpt2-k2-zeros-nosync gpt2 2 zeros on

@@ -191,6 +191,8 @@ case_() {
 	"$py" "$tmp/coll.py" "$tmp/$label.json" "$tmp/$label.measure.json" "$label" || status=1
 }
 
+# (a row whose label starts with "+" runs under make check-torch-full alone:
+# tests/torch_python.sh's torch_row)
 # (under torch26 six rows, each one 2.6 reads apart from 1.13: check-torch26's
 # time; the others ran by hand, docs/finetune.md)
 all= only26=:

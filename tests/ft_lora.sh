@@ -271,6 +271,8 @@ ft_lora_losses() {
 # first two buckets' flat copies at once, each bucket the states in
 # named_parameters() order (each layer's lora_A and lora_B after its
 # base_layer's weight).
+# (a row whose label starts with "+" runs under make check-torch-full alone:
+# tests/torch_python.sh's torch_row)
 # label;model;zero_grad;K;world;no_sync;args
 # (twice: phase add collects every case's reference, and the losses' below,
 # into one batch, tests/ft_lib.sh's ft_add; phase check runs it once and

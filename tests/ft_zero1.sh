@@ -45,6 +45,8 @@ name=ft_zero1
 export PYTHONDONTWRITEBYTECODE=1
 ft_configs 1024 176
 
+# (a row whose label starts with "+" runs under make check-torch-full alone:
+# tests/torch_python.sh's torch_row)
 # label;model;zero_grad;K;world;no_sync;precision (fp32, amp-bf16 or amp-fp16: ft_torch.py's --amp bf16 or
 # fp16, the latter under GradScaler("cpu"), 2.6);args
 # (zerosim's and ft_torch.py's alike)

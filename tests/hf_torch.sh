@@ -401,6 +401,8 @@ if [ "${1:-}" = torch26 ]; then
 	mkdir -p "$root$in" && cp "$src/tests/hf_torch.py" "$src/tests/fsdp_torch.py" "$tmp"/tiny-*.json "$root$in/" || exit 99
 	trap 'rm -rf "$tmp" "${root:?}$in"' EXIT HUP INT TERM
 	status=0
+	# (a row whose label starts with "+" runs under make check-torch-full alone:
+	# tests/torch_python.sh's torch_row)
 	# (twice: phase add collects both loops' PyTorch runs into the batch
 	# $tmp/hf, phase check runs it once in the root and compares:
 	# tests/batch_lib.sh)
@@ -452,7 +454,7 @@ if [ "${1:-}" = torch26 ]; then
 			"+ddp2-llama-mha-sdpa-amp-bf16-zeros|tiny-llama-mha|--zero-grad zeros --ddp 2 --attn sdpa --amp bf16|--wrapper ddp --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-bf16" \
 			"ddp2-gpt2|tiny-gpt2|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
 			"+ddp2-gpt2-zeros|tiny-gpt2|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros" \
-			"ddp2-llama|tiny-llama|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
+			"+ddp2-llama|tiny-llama|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
 			"+ddp2-llama-zeros|tiny-llama|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros" \
 			"ddp2-gpt2-buckets|tiny-gpt2-wide|--zero-grad none --ddp 2 --bucket-cap-mb 0.25|--wrapper ddp --optimizer-impl single --zero-grad none --bucket-cap 0.25" \
 			"gpt2-amp-bf16|tiny-gpt2|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
@@ -485,7 +487,7 @@ if [ "${1:-}" = torch26 ]; then
 			"gpt2-amp-bf16-ckpt|tiny-gpt2|--zero-grad none --amp bf16 --recompute full|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16 --recompute full" \
 			"+llama-amp-bf16-ckpt-zeros|tiny-llama|--zero-grad zeros --amp bf16 --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full" \
 			"fsdp2-zero2-llama-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --fsdp 2 --fsdp-strategy shard_grad_op|--wrapper fsdp --optimizer-impl foreach --zero-grad zeros" \
-			"fsdp3-zero2-gpt2-backward-pre|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre --fsdp-strategy shard_grad_op|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre" \
+			"+fsdp3-zero2-gpt2-backward-pre|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre --fsdp-strategy shard_grad_op|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre" \
 			"gemma2-ckpt|tiny-gemma2|--zero-grad none --recompute full|--wrapper none --optimizer-impl single --zero-grad none --recompute full" \
 			"+gemma3_text-ckpt-zeros-foreach|tiny-gemma3_text|--zero-grad zeros --optimizer-impl foreach --recompute full|--wrapper none --optimizer-impl foreach --zero-grad zeros --recompute full" \
 			"+ddp2-gemma3_text-ckpt|tiny-gemma3_text|--zero-grad none --ddp 2 --recompute full|--wrapper ddp --optimizer-impl single --zero-grad none --recompute full" \
@@ -508,7 +510,7 @@ if [ "${1:-}" = torch26 ]; then
 			"+gpt2-amp-fp16-zeros-foreach|tiny-gpt2|--zero-grad zeros --optimizer-impl foreach --amp fp16|--wrapper none --optimizer-impl foreach --zero-grad zeros --precision amp-fp16" \
 			"llama-amp-fp16|tiny-llama|--zero-grad none --amp fp16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-fp16" \
 			"ddp2-gpt2-amp-fp16|tiny-gpt2|--zero-grad none --ddp 2 --amp fp16|--wrapper ddp --optimizer-impl single --zero-grad none --precision amp-fp16" \
-			"ddp2-llama-amp-fp16-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --ddp 2 --amp fp16|--wrapper ddp --optimizer-impl foreach --zero-grad zeros --precision amp-fp16" \
+			"+ddp2-llama-amp-fp16-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --ddp 2 --amp fp16|--wrapper ddp --optimizer-impl foreach --zero-grad zeros --precision amp-fp16" \
 			"+gpt2-sdpa-amp-fp16|tiny-gpt2|--zero-grad none --attn sdpa --amp fp16|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --precision amp-fp16" \
 			"llama-mha-sdpa-amp-fp16-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa --amp fp16|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --precision amp-fp16" \
 			"gpt2-amp-fp16-ckpt|tiny-gpt2|--zero-grad none --amp fp16 --recompute full|--wrapper none --optimizer-impl single --zero-grad none --precision amp-fp16 --recompute full" \
@@ -823,7 +825,7 @@ hf_zero1_cases() {
 	for case in \
 		"zero1-2-gpt2|tiny-gpt2|2|--zero-grad zeros|$z1 single --zero-grad zeros" \
 		"+zero1-2-llama|tiny-llama|2|--zero-grad zeros|$z1 single --zero-grad zeros" \
-		"zero1-3-gpt2|tiny-gpt2|3|--zero-grad zeros|$z1 single --zero-grad zeros" \
+		"+zero1-3-gpt2|tiny-gpt2|3|--zero-grad zeros|$z1 single --zero-grad zeros" \
 		"zero1-5-llama-foreach-optimizer-peak|tiny-llama|5|--zero-grad zeros --optimizer-impl foreach --seq 4 --batch 1|$z1 foreach --zero-grad zeros --seq 4 --batch 1" \
 		"zero1-3-gpt2-optimizer-peak|tiny-gpt2|3|--zero-grad none --seq 4 --batch 1|$z1 single --zero-grad none --seq 4 --batch 1" \
 		"zero1-2-gpt2-amp-bf16|tiny-gpt2|2|--zero-grad zeros --amp bf16|$z1 single --zero-grad zeros --precision amp-bf16"
@@ -850,6 +852,8 @@ hf_zero1_cases() {
 		zero1 "$cfg" "$N" "$targs" "$zargs" "$label"
 	done
 }
+# (a row whose label starts with "+" runs under make check-torch-full alone:
+# tests/torch_python.sh's torch_row)
 # (twice: phase add collects every case's references, phase check runs
 # them, two python runs in all, and compares: tests/batch_lib.sh)
 # (the replays run in $tmp/hz: zerosim by its absolute path)
@@ -919,7 +923,7 @@ for phase in add check; do
 		"fsdp2-llama-ckpt|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2 --recompute full|$fsdp --optimizer-impl single --zero-grad zeros --recompute full" \
 		"fsdp2-zero2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 2 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad zeros" \
 		"+fsdp2-zero2-llama-set_to_none|--model $tmp/tiny-llama.json --zero-grad none --fsdp 2 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad none" \
-		"fsdp3-zero2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 3 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad zeros" \
+		"+fsdp3-zero2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 3 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad zeros" \
 		"+fsdp2-zero2-gpt2-ckpt-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --fsdp 2 --fsdp-strategy shard_grad_op --recompute full|$fsdp --optimizer-impl single --zero-grad none --recompute full" \
 		"+fsdp2-zero2-llama-ckpt|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2 --fsdp-strategy shard_grad_op --recompute full|$fsdp --optimizer-impl single --zero-grad zeros --recompute full" \
 		"gpt2-ckpt|--model $tmp/tiny-gpt2.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
@@ -934,7 +938,7 @@ for phase in add check; do
 		"gpt2-dropout-ckpt|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
 		"+llama-dropout-ckpt-set_to_none|--model $tmp/tiny-llama-drop.json --dropout config --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
 		"+phi3-dropout-ckpt|--model $tmp/tiny-phi3-drop.json --dropout config --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
-		"ddp2-gpt2-dropout-ckpt|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad zeros --ddp 2 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --recompute full" \
+		"+ddp2-gpt2-dropout-ckpt|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad zeros --ddp 2 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --recompute full" \
 		"+fsdp2-gpt2-dropout-ckpt-set_to_none|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad none --fsdp 2 --recompute full|$fsdp --optimizer-impl single --zero-grad none --recompute full" \
 		"gpt2-amp-bf16-ckpt|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full" \
 		"llama-amp-bf16-ckpt-set_to_none|--model $tmp/tiny-llama.json --amp bf16 --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --precision amp-bf16 --recompute full" \
